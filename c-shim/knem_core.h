@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * knem_core.h - the contract between the C shim and the Rust core.
+ *
+ * The Rust core (rust-core/, linked in as knem_core.o) holds every decision:
+ * ioctl decoding and validation, the region table, cookies, access checks,
+ * segment iteration and copy planning, statistics.  The shim holds every
+ * kernel API call: device and file operations, allocation, user memory
+ * access, page pinning, kmap, RCU, locks.
+ *
+ * The core never sees a kernel header; it sees only this file.  That is
+ * what makes knem_core.o independent of the kernel version.
+ *
+ * Conventions: errors are negative errno values; user addresses travel as
+ * u64; struct page pointers travel as opaque void pointers.  Every knem_shim_
+ * function may sleep unless stated otherwise.
+ */
+#ifndef KNEM_CORE_H
+#define KNEM_CORE_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
+#include <stdint.h>
+#include <stddef.h>
+typedef uint32_t u32;
+typedef uint64_t u64;
+#endif
+
+/* The core assumes 4 KiB pages; the shim checks this at build time. */
+#define KNEM_CORE_PAGE_SHIFT 12
+
+/* Space the core reserves in each region for the shim's struct rcu_head. */
+#define KNEM_CORE_RCU_HEAD_SIZE 16
+
+struct knem_core_ctx;
+
+/* Counters; every field is a snapshot of an atomic counter in the core. */
+struct knem_core_stats {
+	u64 contexts;           /* live O_RDWR opens */
+	u64 regions;            /* live regions */
+	u64 pinned_pages;       /* pages pinned by live regions */
+	u64 regions_created;    /* since load */
+	u64 bytes_inline_read;  /* region -> caller, synchronous */
+	u64 bytes_inline_write; /* caller -> region, synchronous */
+	u64 bytes_region_copy;  /* region -> region */
+	u64 bytes_async;        /* copied on the offload thread */
+	u64 copies_failed;      /* copies that ended with status FAILED */
+	u64 err_einval;         /* ioctls that failed with each errno */
+	u64 err_eperm;
+	u64 err_eacces;
+	u64 err_efault;
+	u64 err_enomem;
+	u64 err_ebusy;
+	u64 err_enotty;
+	u64 err_other;
+};
+
+/* ------------------------------------------------------------------ */
+/* Exported by the Rust core, called by the shim.                      */
+/* ------------------------------------------------------------------ */
+
+/* Module load/unload: the global region table.  0 or -ENOMEM. */
+int knem_core_init(void);
+void knem_core_exit(void);
+
+/*
+ * One context per O_RDWR open.  uid is the opener's (euid), the owner of
+ * every region the context creates.  NULL on allocation failure.
+ */
+struct knem_core_ctx *knem_core_ctx_new(u32 uid);
+
+/*
+ * The file is being released: destroy every region the context owns (copies
+ * running against them finish on their own reference) and free the context.
+ */
+void knem_core_ctx_release(struct knem_core_ctx *ctx);
+
+/*
+ * Record the status array of a context: len one-byte slots at kaddr, zeroed,
+ * mapped to userspace by the shim.  -EBUSY if the context already has one.
+ * The memory must stay valid until knem_core_ctx_release() returns.
+ */
+int knem_core_ctx_set_status_array(struct knem_core_ctx *ctx, void *kaddr,
+				   u64 len);
+
+/*
+ * Handle one ioctl.  cmd is the full command number, arg the user pointer.
+ * Returns 0 or a negative errno; unknown commands give -ENOTTY.
+ */
+long knem_core_ioctl(struct knem_core_ctx *ctx, unsigned int cmd, u64 arg);
+
+/* Called by the shim after the grace period started by knem_shim_call_rcu. */
+void knem_core_rcu_free(void *rcu_head);
+
+/* Fill *out with the current counters. */
+void knem_core_get_stats(struct knem_core_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* Exported by the shim, called by the Rust core.                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Memory for the core's own objects.  The result is aligned to at least
+ * 8 bytes; NULL on failure (the core never assumes success).
+ */
+void *knem_shim_alloc(u64 size);
+void knem_shim_free(void *ptr);
+
+/* copy_{from,to}_user of the current task: 0 or -EFAULT. */
+int knem_shim_copy_from_user(void *dst, u64 src, u64 len);
+int knem_shim_copy_to_user(u64 dst, const void *src, u64 len);
+
+/*
+ * Pin nr pages of the current task's memory from the page-aligned user
+ * address start, FOLL_LONGTERM, with write intent when write != 0.  Fills
+ * pages[0..ret) and returns how many were pinned (possibly fewer than nr),
+ * or a negative errno when none were.
+ */
+long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages);
+
+/* Unpin pages[0..nr), marking them dirty first when dirty != 0. */
+void knem_shim_unpin_pages(void **pages, u64 nr, int dirty);
+
+/*
+ * Copy len bytes between a pinned page (at offset off) and the current
+ * task's memory at uaddr; to_user selects the direction.  off + len never
+ * exceeds the page.  0 or -EFAULT.
+ */
+int knem_shim_copy_page_user(void *page, u32 off, u64 uaddr, u32 len,
+			     int to_user);
+
+/* Copy len bytes between two pinned pages.  Ranges stay within the pages. */
+void knem_shim_copy_page_page(void *dst_page, u32 dst_off, void *src_page,
+			      u32 src_off, u32 len);
+
+/* A random value (get_random_u32). Does not sleep. */
+u32 knem_shim_random_u32(void);
+
+/*
+ * RCU: readers of the region table run between these two calls and do
+ * not sleep there.  knem_shim_call_rcu() gets KNEM_CORE_RCU_HEAD_SIZE bytes,
+ * 8-aligned, and calls knem_core_rcu_free() with the same pointer once
+ * every reader that could see the object has finished.
+ */
+void knem_shim_rcu_read_lock(void);
+void knem_shim_rcu_read_unlock(void);
+void knem_shim_call_rcu(void *rcu_head);
+
+/* A global mutex that serialises writers of the region table. */
+void knem_shim_table_lock(void);
+void knem_shim_table_unlock(void);
+
+#endif /* KNEM_CORE_H */
