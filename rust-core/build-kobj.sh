@@ -1,0 +1,89 @@
+#!/bin/sh
+# build-kobj.sh OUT.o - build the Rust core as a relocatable kernel object.
+#
+# The object sees no kernel header, so it is independent of the kernel
+# version.  It is compiled with the kernel's x86-64 codegen (code-model
+# kernel, static relocations, no SSE/red zone, panic=abort) and every
+# mitigation a supported kernel may need (retpoline external thunks, return
+# thunk, IBT landing pads, no jump tables).  core and alloc are rebuilt with
+# the same flags (-Zbuild-std), so no precompiled code without them gets in.
+# Only the knem_core_* exports of exports.txt stay global.
+#
+# Environment: KNEM_CORE_TARGET_DIR (default: <root>/target/kobj),
+# V=1 for cargo's output, LD / OBJCOPY to override the binutils.
+set -eu
+
+out=${1:?usage: build-kobj.sh OUT.o}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+target=x86_64-unknown-none
+target_dir=${KNEM_CORE_TARGET_DIR:-$root/target/kobj}
+exports=$here/exports.txt
+LD=${LD:-ld}
+OBJCOPY=${OBJCOPY:-objcopy}
+NM=${NM:-nm}
+
+sysroot=$(rustc --print sysroot)
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+
+# Kernel codegen (SPEC §5); the in-tree Rust build of 6.12 passes the same.
+rustflags="-Ccode-model=kernel -Crelocation-model=static -Cpanic=abort"
+rustflags="$rustflags -Copt-level=2 -Cdebuginfo=0 -Coverflow-checks=n -Cdebug-assertions=n"
+rustflags="$rustflags -Cforce-unwind-tables=n -Cjump-tables=n"
+# Direct (PLT32) calls to memset & co: the target's default (no PLT) would
+# call them through the GOT, which a module cannot have.
+rustflags="$rustflags -Zplt=yes"
+rustflags="$rustflags -Zretpoline-external-thunk -Zfunction-return=thunk-extern"
+rustflags="$rustflags -Zindirect-branch-cs-prefix -Zcf-protection=branch"
+# Reproducible bytes whatever the checkout, toolchain or cargo home path.
+rustflags="$rustflags --remap-path-prefix=$root=/knem-rs"
+rustflags="$rustflags --remap-path-prefix=$sysroot=/rustc"
+rustflags="$rustflags --remap-path-prefix=$cargo_home=/cargo"
+
+quiet=--quiet
+[ "${V:-0}" = 1 ] && quiet=
+
+# The workspace manifest sets panic=abort and codegen-units=1 for release.
+env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS \
+	RUSTC_BOOTSTRAP=1 \
+	CARGO_TARGET_DIR="$target_dir" \
+	CARGO_ENCODED_RUSTFLAGS="$(printf '%s' "$rustflags" | tr ' ' '\037')" \
+	SOURCE_DATE_EPOCH=0 \
+	cargo rustc $quiet --release -p knem-core --lib \
+		--manifest-path "$root/Cargo.toml" \
+		--target "$target" \
+		-Zbuild-std=core,alloc \
+		-Zbuild-std-features=compiler-builtins-mem \
+		--crate-type staticlib
+
+lib=$target_dir/$target/release/libknem_core.a
+[ -f "$lib" ] || { echo "build-kobj.sh: $lib was not produced" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# Pull in only what the exports need (no --whole-archive), drop the rest.
+undefs=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/^/-u /' "$exports")
+# shellcheck disable=SC2086
+"$LD" -r --gc-sections $undefs -o "$tmp/core.o" "$lib"
+
+# Undefined symbols left behind by discarded sections (the panic handler's
+# knem_core_panic_is_linked when no panic survives) are dropped unless a
+# relocation still needs them, so `nm -u` lists exactly what is used.
+strip_unused=$("$NM" -u "$tmp/core.o" | awk '{print "--strip-unneeded-symbol=" $2}')
+
+# Only the exports stay global: memcpy, memset and friends become local so
+# the C side never binds to Rust's copies.  Unwind tables, debug info and
+# toolchain notes go.
+# shellcheck disable=SC2086
+"$OBJCOPY" --keep-global-symbols="$exports" \
+	$strip_unused \
+	--strip-debug \
+	--remove-section=.comment \
+	--remove-section=.eh_frame \
+	--remove-section=.rela.eh_frame \
+	--remove-section='.note.gnu.*' \
+	"$tmp/core.o" "$tmp/out.o"
+
+mkdir -p "$(dirname "$out")"
+mv -f "$tmp/out.o" "$out"

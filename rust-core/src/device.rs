@@ -1,0 +1,58 @@
+//! The device: the environment, the region table, the counters and the
+//! context lifecycle.  The kernel has one, in a static; tests make many.
+
+use crate::context::Context;
+use crate::env::Env;
+use crate::errno::KResult;
+use crate::kalloc::KBox;
+use crate::stats::{self, Stats};
+use crate::table::Table;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Everything the core keeps between calls.
+pub struct Device<E: Env> {
+    /// The kernel services.
+    pub env: E,
+    /// The region table.
+    pub table: Table,
+    /// The counters.
+    pub stats: Stats,
+    next_ctx: AtomicU64,
+}
+
+impl<E: Env> Device<E> {
+    /// A device with an empty table.
+    pub const fn new(env: E) -> Self {
+        Device {
+            env,
+            table: Table::new(),
+            stats: Stats::new(),
+            next_ctx: AtomicU64::new(0),
+        }
+    }
+
+    /// Module load.  The table allocates lazily, so nothing can fail yet.
+    pub fn init(&self) -> KResult<()> {
+        Ok(())
+    }
+
+    /// Module unload (no context is left).
+    pub fn exit(&self) {
+        self.table.exit();
+    }
+
+    /// A context for an opener with euid `uid`.
+    pub fn ctx_new(&self, uid: u32) -> KResult<KBox<Context>> {
+        let id = self.next_ctx.fetch_add(1, Relaxed) + 1;
+        let ctx = KBox::try_new(Context::new(id, uid))?;
+        stats::add(&self.stats.contexts, 1);
+        Ok(ctx)
+    }
+
+    /// The file is released: destroy the context's regions and free it.
+    pub fn ctx_release(&self, ctx: KBox<Context>) {
+        self.table.release_ctx(&self.env, &self.stats, ctx.id);
+        stats::sub(&self.stats.contexts, 1);
+        drop(ctx);
+    }
+}

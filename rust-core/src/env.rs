@@ -1,0 +1,279 @@
+//! The core's view of the kernel: the `knem_shim_*` functions of
+//! `c-shim/knem_core.h` behind a trait.
+//!
+//! [`KernelEnv`] forwards to the shim; host tests use a mock that simulates
+//! a user address space, pinned pages, RCU and the table lock.
+
+use crate::errno::KResult;
+use core::ffi::c_void;
+
+/// log2 of the page size the core assumes (`KNEM_CORE_PAGE_SHIFT`).
+pub const PAGE_SHIFT: u32 = 12;
+/// The page size the core assumes.
+pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
+/// Bytes reserved for the shim's `struct rcu_head` (`KNEM_CORE_RCU_HEAD_SIZE`).
+pub const RCU_HEAD_SIZE: usize = 16;
+
+/// An opaque `struct page *` of a pinned page.  The core never dereferences it.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagePtr(pub *mut c_void);
+
+impl PagePtr {
+    /// The null page pointer, used to initialise page arrays.
+    pub const NULL: PagePtr = PagePtr(core::ptr::null_mut());
+}
+
+// SAFETY: a PagePtr is an opaque handle the core only passes back to the
+// shim; the shim's page functions may be called from any thread.
+unsafe impl Send for PagePtr {}
+// SAFETY: as above, sharing the handle never dereferences it.
+unsafe impl Sync for PagePtr {}
+
+/// Space for the shim's `struct rcu_head`, 8-aligned.
+#[repr(C, align(8))]
+pub struct RcuHead(pub [u8; RCU_HEAD_SIZE]);
+
+/// The kernel services the core uses.  Every method may sleep unless said
+/// otherwise.
+pub trait Env: Sync {
+    /// `copy_from_user` of the current task into `dst`.
+    fn copy_from_user(&self, dst: &mut [u8], src: u64) -> KResult<()>;
+    /// `copy_to_user` of the current task from `src`.
+    fn copy_to_user(&self, dst: u64, src: &[u8]) -> KResult<()>;
+    /// Pins `pages.len()` pages of the current task from the page-aligned
+    /// `start`; returns how many were pinned (maybe fewer) or an errno when
+    /// none were.
+    fn pin_pages(&self, start: u64, write: bool, pages: &mut [PagePtr]) -> KResult<usize>;
+    /// Unpins pages, dirtying them first when `dirty`.
+    ///
+    /// # Safety
+    /// Every entry must be a page pinned by [`Env::pin_pages`] and not yet
+    /// unpinned; none may be used afterwards.
+    unsafe fn unpin_pages(&self, pages: &[PagePtr], dirty: bool);
+    /// Copies `len` bytes between a pinned page at `off` and the current
+    /// task's memory at `uaddr`.
+    ///
+    /// # Safety
+    /// `page` must be pinned and `off + len <= PAGE_SIZE`.
+    unsafe fn copy_page_user(
+        &self,
+        page: PagePtr,
+        off: u32,
+        uaddr: u64,
+        len: u32,
+        to_user: bool,
+    ) -> KResult<()>;
+    /// Copies `len` bytes between two pinned pages.
+    ///
+    /// # Safety
+    /// Both pages must be pinned and both ranges must stay within them.
+    unsafe fn copy_page_page(
+        &self,
+        dst: PagePtr,
+        dst_off: u32,
+        src: PagePtr,
+        src_off: u32,
+        len: u32,
+    );
+    /// A random value.  Does not sleep.
+    fn random_u32(&self) -> u32;
+    /// Enters an RCU read-side section (no sleeping until the unlock).
+    fn rcu_read_lock(&self);
+    /// Leaves an RCU read-side section.
+    fn rcu_read_unlock(&self);
+    /// Calls [`crate::region::rcu_free`] on `head` after a grace period.
+    ///
+    /// # Safety
+    /// `head` must be the head of a region that no new reader can find, and
+    /// must not be touched by the caller afterwards.
+    unsafe fn call_rcu(&self, head: *mut RcuHead);
+    /// Takes the mutex that serialises writers of the region table.
+    fn table_lock(&self);
+    /// Releases the table mutex.
+    fn table_unlock(&self);
+}
+
+/// An RCU read-side section, left on drop.
+pub struct RcuGuard<'a, E: Env>(&'a E);
+
+impl<'a, E: Env> RcuGuard<'a, E> {
+    /// Enters a read-side section.
+    pub fn new(env: &'a E) -> Self {
+        env.rcu_read_lock();
+        RcuGuard(env)
+    }
+}
+
+impl<E: Env> Drop for RcuGuard<'_, E> {
+    fn drop(&mut self) {
+        self.0.rcu_read_unlock();
+    }
+}
+
+/// The table mutex, released on drop.
+pub struct TableGuard<'a, E: Env>(&'a E);
+
+impl<'a, E: Env> TableGuard<'a, E> {
+    /// Takes the table mutex.
+    pub fn new(env: &'a E) -> Self {
+        env.table_lock();
+        TableGuard(env)
+    }
+}
+
+impl<E: Env> Drop for TableGuard<'_, E> {
+    fn drop(&mut self) {
+        self.0.table_unlock();
+    }
+}
+
+#[cfg(not(any(test, feature = "mock")))]
+pub use kernel::KernelEnv;
+
+#[cfg(not(any(test, feature = "mock")))]
+mod kernel {
+    use super::*;
+    use crate::errno::Errno;
+    use core::ffi::{c_int, c_long};
+
+    extern "C" {
+        fn knem_shim_copy_from_user(dst: *mut c_void, src: u64, len: u64) -> c_int;
+        fn knem_shim_copy_to_user(dst: u64, src: *const c_void, len: u64) -> c_int;
+        fn knem_shim_pin_pages(
+            start: u64,
+            nr: u64,
+            write: c_int,
+            pages: *mut *mut c_void,
+        ) -> c_long;
+        fn knem_shim_unpin_pages(pages: *mut *mut c_void, nr: u64, dirty: c_int);
+        fn knem_shim_copy_page_user(
+            page: *mut c_void,
+            off: u32,
+            uaddr: u64,
+            len: u32,
+            to_user: c_int,
+        ) -> c_int;
+        fn knem_shim_copy_page_page(
+            dst: *mut c_void,
+            dst_off: u32,
+            src: *mut c_void,
+            src_off: u32,
+            len: u32,
+        );
+        fn knem_shim_random_u32() -> u32;
+        fn knem_shim_rcu_read_lock();
+        fn knem_shim_rcu_read_unlock();
+        fn knem_shim_call_rcu(head: *mut c_void);
+        fn knem_shim_table_lock();
+        fn knem_shim_table_unlock();
+    }
+
+    /// Converts a shim return value (0 or a negative errno).
+    fn errno_of(ret: i64) -> KResult<()> {
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err(Errno::from_neg(ret))
+        }
+    }
+
+    /// The real kernel, through the shim's exports.
+    pub struct KernelEnv;
+
+    impl Env for KernelEnv {
+        fn copy_from_user(&self, dst: &mut [u8], src: u64) -> KResult<()> {
+            // SAFETY: dst is a valid writable buffer of dst.len() bytes.
+            let r =
+                unsafe { knem_shim_copy_from_user(dst.as_mut_ptr().cast(), src, dst.len() as u64) };
+            errno_of(r as i64)
+        }
+
+        fn copy_to_user(&self, dst: u64, src: &[u8]) -> KResult<()> {
+            // SAFETY: src is a valid readable buffer of src.len() bytes.
+            let r = unsafe { knem_shim_copy_to_user(dst, src.as_ptr().cast(), src.len() as u64) };
+            errno_of(r as i64)
+        }
+
+        fn pin_pages(&self, start: u64, write: bool, pages: &mut [PagePtr]) -> KResult<usize> {
+            // SAFETY: pages has room for pages.len() entries and PagePtr is a
+            // transparent wrapper of void *.
+            let r = unsafe {
+                knem_shim_pin_pages(
+                    start,
+                    pages.len() as u64,
+                    write as c_int,
+                    pages.as_mut_ptr().cast(),
+                )
+            };
+            if r < 0 {
+                Err(Errno::from_neg(r as i64))
+            } else {
+                Ok((r as usize).min(pages.len()))
+            }
+        }
+
+        unsafe fn unpin_pages(&self, pages: &[PagePtr], dirty: bool) {
+            // SAFETY: the caller guarantees these pages are pinned; the shim
+            // does not write the array.
+            unsafe {
+                knem_shim_unpin_pages(pages.as_ptr() as *mut _, pages.len() as u64, dirty as c_int)
+            }
+        }
+
+        unsafe fn copy_page_user(
+            &self,
+            page: PagePtr,
+            off: u32,
+            uaddr: u64,
+            len: u32,
+            to_user: bool,
+        ) -> KResult<()> {
+            // SAFETY: the caller guarantees a pinned page and an in-page range.
+            let r = unsafe { knem_shim_copy_page_user(page.0, off, uaddr, len, to_user as c_int) };
+            errno_of(r as i64)
+        }
+
+        unsafe fn copy_page_page(
+            &self,
+            dst: PagePtr,
+            dst_off: u32,
+            src: PagePtr,
+            src_off: u32,
+            len: u32,
+        ) {
+            // SAFETY: the caller guarantees pinned pages and in-page ranges.
+            unsafe { knem_shim_copy_page_page(dst.0, dst_off, src.0, src_off, len) }
+        }
+
+        fn random_u32(&self) -> u32 {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_random_u32() }
+        }
+
+        fn rcu_read_lock(&self) {
+            // SAFETY: no preconditions; paired by RcuGuard.
+            unsafe { knem_shim_rcu_read_lock() }
+        }
+
+        fn rcu_read_unlock(&self) {
+            // SAFETY: only called by RcuGuard, after its rcu_read_lock.
+            unsafe { knem_shim_rcu_read_unlock() }
+        }
+
+        unsafe fn call_rcu(&self, head: *mut RcuHead) {
+            // SAFETY: the caller hands over an unreachable region's head.
+            unsafe { knem_shim_call_rcu(head.cast()) }
+        }
+
+        fn table_lock(&self) {
+            // SAFETY: no preconditions; paired by TableGuard.
+            unsafe { knem_shim_table_lock() }
+        }
+
+        fn table_unlock(&self) {
+            // SAFETY: only called by TableGuard, which holds the mutex.
+            unsafe { knem_shim_table_unlock() }
+        }
+    }
+}

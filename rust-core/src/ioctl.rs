@@ -1,0 +1,353 @@
+//! ioctl decoding, validation and dispatch.
+//!
+//! Each command: copy the argument struct from the user, validate it, act,
+//! write the outputs back.  Errors become a negative errno (and bump the
+//! per-errno counter) in [`Device::ioctl`] only.
+
+use crate::context::{status, Context};
+use crate::copy::{self, Outcome};
+use crate::device::Device;
+use crate::env::Env;
+use crate::errno::{KResult, EACCES, EFAULT, EINVAL, ENOTTY, EPERM};
+use crate::layout::SegList;
+use crate::region::{Region, RegionAttrs, PROT_READ, PROT_WRITE};
+use crate::stats;
+use crate::table::Found;
+use crate::user;
+use core::mem::offset_of;
+use core::sync::atomic::{AtomicU8, Ordering::Release};
+use knem_abi::*;
+
+/// Every flag bit some version of the ABI defines.
+const DEFINED_FLAGS: u32 = 0xff;
+/// Copy flags that need the offload thread (issue 3): refused for now.
+const THREAD_FLAGS: u32 = KNEM_FLAG_ANY_THREAD_MASK | KNEM_FLAG_NOTIFY_FD;
+/// The only protection bits a region may have.
+const PROT_MASK: u32 = PROT_READ | PROT_WRITE;
+
+/// What GET_INFO reports: no DMA engine, so the DMA flag is accepted and
+/// ignored.
+pub const INFO: knem_cmd_info = knem_cmd_info {
+    abi: KNEM_ABI_VERSION,
+    features: 0,
+    ignored_flags: KNEM_FLAG_DMA,
+    forced_flags: 0,
+};
+
+/// How a copy reports its result.
+enum Report<'c> {
+    /// In `current_status` only.
+    Sync,
+    /// In `current_status` and in this status slot (ASYNCDMACOMPLETE
+    /// without DMA: copy now, report in both).
+    AlsoSlot(&'c AtomicU8),
+}
+
+/// A copy between the caller's iovecs and a region, decoded.
+struct InlineReq {
+    iovec_array: u64,
+    iovec_nr: u32,
+    write: bool,
+    cookie: u64,
+    offset: u64,
+    bound: Option<u64>,
+    flags: u32,
+    async_index: u32,
+}
+
+/// A copy between two regions, decoded.
+struct PairReq {
+    src_cookie: u64,
+    src_offset: u64,
+    dst_cookie: u64,
+    dst_offset: u64,
+    bound: Option<u64>,
+    flags: u32,
+    async_index: u32,
+}
+
+fn status_of(o: Outcome) -> u8 {
+    if o.ok {
+        status::SUCCESS
+    } else {
+        status::FAILED
+    }
+}
+
+impl<E: Env> Device<E> {
+    /// Handles one ioctl: 0 or a negative errno.
+    pub fn ioctl(&self, ctx: &Context, cmd: u32, arg: u64) -> i64 {
+        match self.dispatch(ctx, cmd, arg) {
+            Ok(()) => 0,
+            Err(e) => {
+                self.stats.count_error(e);
+                e.to_neg()
+            }
+        }
+    }
+
+    fn dispatch(&self, ctx: &Context, cmd: u32, arg: u64) -> KResult<()> {
+        match cmd {
+            cmd::GET_INFO => user::write(&self.env, arg, INFO),
+            cmd::CREATE_REGION => self.create_region(ctx, arg),
+            cmd::DESTROY_REGION => self.destroy_region(ctx, arg),
+            cmd::INLINE_COPY => {
+                let c: knem_cmd_inline_copy = user::read(&self.env, arg)?;
+                let req = InlineReq {
+                    iovec_array: c.local_iovec_array,
+                    iovec_nr: c.local_iovec_nr,
+                    write: c.write != 0,
+                    cookie: c.remote_cookie,
+                    offset: c.remote_offset,
+                    bound: None,
+                    flags: c.flags,
+                    async_index: c.async_status_index,
+                };
+                self.inline_copy(
+                    ctx,
+                    &req,
+                    arg + offset_of!(knem_cmd_inline_copy, current_status) as u64,
+                )
+            }
+            cmd::INLINE_COPY_BOUNDED => {
+                let c: knem_cmd_inline_copy_bounded = user::read(&self.env, arg)?;
+                let req = InlineReq {
+                    iovec_array: c.local_iovec_array,
+                    iovec_nr: c.local_iovec_nr,
+                    write: c.write != 0,
+                    cookie: c.remote_cookie,
+                    offset: c.remote_offset,
+                    bound: Some(c.length),
+                    flags: c.flags,
+                    async_index: c.async_status_index,
+                };
+                self.inline_copy(
+                    ctx,
+                    &req,
+                    arg + offset_of!(knem_cmd_inline_copy_bounded, current_status) as u64,
+                )
+            }
+            cmd::COPY => {
+                let c: knem_cmd_copy = user::read(&self.env, arg)?;
+                let req = PairReq {
+                    src_cookie: c.src_cookie,
+                    src_offset: c.src_offset,
+                    dst_cookie: c.dst_cookie,
+                    dst_offset: c.dst_offset,
+                    bound: None,
+                    flags: c.flags,
+                    async_index: c.async_status_index,
+                };
+                self.pair_copy(
+                    ctx,
+                    &req,
+                    arg + offset_of!(knem_cmd_copy, current_status) as u64,
+                )
+            }
+            cmd::COPY_BOUNDED => {
+                let c: knem_cmd_copy_bounded = user::read(&self.env, arg)?;
+                let req = PairReq {
+                    src_cookie: c.src_cookie,
+                    src_offset: c.src_offset,
+                    dst_cookie: c.dst_cookie,
+                    dst_offset: c.dst_offset,
+                    bound: Some(c.length),
+                    flags: c.flags,
+                    async_index: c.async_status_index,
+                };
+                self.pair_copy(
+                    ctx,
+                    &req,
+                    arg + offset_of!(knem_cmd_copy_bounded, current_status) as u64,
+                )
+            }
+            cmd::INIT_SEND => self.init_send(ctx, arg),
+            cmd::SYNC_RECV => self.sync_recv(ctx, arg),
+            // Issue 3: the offload thread and asynchronous legacy receive.
+            cmd::BIND_OFFLOAD | cmd::INIT_ASYNC_RECV => Err(EINVAL),
+            _ => Err(ENOTTY),
+        }
+    }
+
+    /// Validates copy flags and picks how the result is reported.
+    fn report_mode<'c>(
+        &self,
+        ctx: &'c Context,
+        flags: u32,
+        async_index: u32,
+    ) -> KResult<Report<'c>> {
+        if flags & !DEFINED_FLAGS != 0 || flags & !KNEM_FLAG_ANY_COPY_MASK != 0 {
+            return Err(EINVAL);
+        }
+        if flags & THREAD_FLAGS != 0 {
+            return Err(EINVAL);
+        }
+        if flags & KNEM_FLAG_ASYNCDMACOMPLETE != 0 {
+            return Ok(Report::AlsoSlot(ctx.status_slot(async_index)?));
+        }
+        Ok(Report::Sync)
+    }
+
+    /// Looks a region up and runs the access checks in the ABI's order:
+    /// unknown → EINVAL, other uid → EPERM, protection → EACCES.  Nothing is
+    /// consumed.
+    fn lookup_checked(&self, ctx: &Context, cookie: u64, write: bool) -> KResult<Found<'_, E>> {
+        let found = self.table.lookup(&self.env, &self.stats, cookie)?;
+        let a = found.region.attrs();
+        if a.owner_uid != ctx.uid && a.flags & KNEM_FLAG_ANY_USER_ACCESS == 0 {
+            return Err(EPERM);
+        }
+        let need = if write { PROT_WRITE } else { PROT_READ };
+        if a.prot & need == 0 {
+            return Err(EACCES);
+        }
+        Ok(found)
+    }
+
+    /// Reports a copy's end: status slot (if asked) and `current_status`.
+    fn finish(&self, report: Report<'_>, out: Outcome, status_uaddr: u64) -> KResult<()> {
+        let st = status_of(out);
+        if !out.ok {
+            stats::add(&self.stats.copies_failed, 1);
+        }
+        if let Report::AlsoSlot(slot) = report {
+            slot.store(st, Release);
+        }
+        user::write(&self.env, status_uaddr, st as u32)
+    }
+
+    fn inline_copy(&self, ctx: &Context, req: &InlineReq, status_uaddr: u64) -> KResult<()> {
+        let report = self.report_mode(ctx, req.flags, req.async_index)?;
+        let found = self.lookup_checked(ctx, req.cookie, req.write)?;
+        let iovs = user::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
+        let local = SegList::new(&iovs)?;
+        drop(iovs);
+        self.table.consume(&self.env, &self.stats, &found)?;
+        let out = copy::inline(
+            &self.env,
+            &found.region,
+            req.offset,
+            &local,
+            req.bound,
+            req.write,
+        );
+        let counter = if req.write {
+            &self.stats.bytes_inline_write
+        } else {
+            &self.stats.bytes_inline_read
+        };
+        stats::add(counter, out.bytes);
+        drop(found);
+        self.finish(report, out, status_uaddr)
+    }
+
+    fn pair_copy(&self, ctx: &Context, req: &PairReq, status_uaddr: u64) -> KResult<()> {
+        let report = self.report_mode(ctx, req.flags, req.async_index)?;
+        let src = self.lookup_checked(ctx, req.src_cookie, false)?;
+        let dst = self.lookup_checked(ctx, req.dst_cookie, true)?;
+        // Both sides passed their checks: only now may single-use ones go.
+        // Should another copy consume dst between the two steps, src stays
+        // consumed and this copy fails with EINVAL, as if it came second.
+        self.table.consume(&self.env, &self.stats, &src)?;
+        self.table.consume(&self.env, &self.stats, &dst)?;
+        let out = copy::region_to_region(
+            &self.env,
+            &src.region,
+            req.src_offset,
+            &dst.region,
+            req.dst_offset,
+            req.bound,
+        );
+        stats::add(&self.stats.bytes_region_copy, out.bytes);
+        drop((src, dst));
+        self.finish(report, out, status_uaddr)
+    }
+
+    /// Validates, pins and publishes a region; returns its cookie.
+    fn create(
+        &self,
+        ctx: &Context,
+        iovec_array: u64,
+        iovec_nr: u32,
+        prot: u32,
+        flags: u32,
+    ) -> KResult<u64> {
+        let iovs = user::read_iovecs(&self.env, iovec_array, iovec_nr)?;
+        let layout = SegList::new(&iovs)?;
+        drop(iovs);
+        let attrs = RegionAttrs {
+            prot,
+            flags,
+            owner_ctx: ctx.id,
+            owner_uid: ctx.uid,
+        };
+        let region = Region::create(&self.env, &self.stats, layout, attrs)?;
+        self.table.insert(&self.env, &self.stats, region)
+    }
+
+    /// Writes a new cookie back; if that fails, the region is destroyed so
+    /// nothing unreachable stays pinned.
+    fn return_cookie(&self, ctx: &Context, uaddr: u64, cookie: u64) -> KResult<()> {
+        if user::write(&self.env, uaddr, cookie).is_err() {
+            let _ = self.table.destroy(&self.env, &self.stats, cookie, ctx.id);
+            return Err(EFAULT);
+        }
+        Ok(())
+    }
+
+    fn create_region(&self, ctx: &Context, arg: u64) -> KResult<()> {
+        let c: knem_cmd_create_region = user::read(&self.env, arg)?;
+        if c.flags & !KNEM_FLAG_ANY_CREATE_MASK != 0 || c.protection & !PROT_MASK != 0 {
+            return Err(EINVAL);
+        }
+        let cookie = self.create(ctx, c.iovec_array, c.iovec_nr, c.protection, c.flags)?;
+        self.return_cookie(
+            ctx,
+            arg + offset_of!(knem_cmd_create_region, cookie) as u64,
+            cookie,
+        )
+    }
+
+    fn destroy_region(&self, ctx: &Context, arg: u64) -> KResult<()> {
+        let cookie: u64 = user::read(&self.env, arg)?;
+        self.table.destroy(&self.env, &self.stats, cookie, ctx.id)
+    }
+
+    /// Legacy: a read-only single-use region.
+    fn init_send(&self, ctx: &Context, arg: u64) -> KResult<()> {
+        let c: knem_cmd_init_send_param = user::read(&self.env, arg)?;
+        if c.flags & !KNEM_FLAG_ANY_CREATE_MASK != 0 {
+            return Err(EINVAL);
+        }
+        let flags = c.flags | KNEM_FLAG_SINGLEUSE;
+        let cookie = self.create(ctx, c.send_iovec_array, c.send_iovec_nr, PROT_READ, flags)?;
+        self.return_cookie(
+            ctx,
+            arg + offset_of!(knem_cmd_init_send_param, send_cookie) as u64,
+            cookie,
+        )
+    }
+
+    /// Legacy: synchronous inline read at offset 0, status in `status`.
+    fn sync_recv(&self, ctx: &Context, arg: u64) -> KResult<()> {
+        let c: knem_cmd_sync_recv_param = user::read(&self.env, arg)?;
+        if c.flags & KNEM_FLAG_ANY_ASYNC_MASK != 0 {
+            return Err(EINVAL);
+        }
+        let req = InlineReq {
+            iovec_array: c.recv_iovec_array,
+            iovec_nr: c.recv_iovec_nr,
+            write: false,
+            cookie: c.send_cookie,
+            offset: 0,
+            bound: None,
+            flags: c.flags,
+            async_index: 0,
+        };
+        self.inline_copy(
+            ctx,
+            &req,
+            arg + offset_of!(knem_cmd_sync_recv_param, status) as u64,
+        )
+    }
+}
