@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * knem_main.c - the /dev/knem misc device and its file operations.
+ *
+ * An O_RDWR (or O_WRONLY) open gets a core context owned by the opener's
+ * effective uid; every ioctl goes to the core.  An O_RDONLY open gets no
+ * context: ioctl() and mmap() fail with EBADF, and read() returns a
+ * snapshot of the statistics taken at open, which is what `cat /dev/knem`
+ * has always shown administrators.
+ */
+#include <linux/compat.h>
+#include <linux/cred.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/rcupdate.h>
+#include <linux/slab.h>
+#include <linux/uidgid.h>
+
+#include "knem_io.h"
+#include "knem_core.h"
+#include "knem_shim.h"
+
+struct knem_file {
+	struct knem_core_ctx *ctx;         /* NULL for O_RDONLY opens */
+	struct mutex status_lock;          /* one status array per context */
+	struct knem_status_array *status;  /* the context's reference */
+	char *stats_text;                  /* O_RDONLY opens only */
+	size_t stats_len;
+};
+
+static int knem_open(struct inode *inode, struct file *file)
+{
+	struct knem_file *kf;
+	int err;
+
+	kf = kzalloc(sizeof(*kf), GFP_KERNEL);
+	if (!kf)
+		return -ENOMEM;
+	mutex_init(&kf->status_lock);
+
+	if ((file->f_flags & O_ACCMODE) == O_RDONLY) {
+		kf->stats_text = knem_stats_text(&kf->stats_len);
+		if (!kf->stats_text) {
+			err = -ENOMEM;
+			goto free_file;
+		}
+	} else {
+		/*
+		 * Regions belong to the global (init namespace) euid, so that
+		 * owners compare equal across user namespaces.
+		 */
+		kf->ctx = knem_core_ctx_new(from_kuid(&init_user_ns,
+						      current_euid()));
+		if (!kf->ctx) {
+			err = -ENOMEM;
+			goto free_file;
+		}
+	}
+
+	file->private_data = kf;
+	return 0;
+
+free_file:
+	kfree(kf);
+	return err;
+}
+
+static int knem_release(struct inode *inode, struct file *file)
+{
+	struct knem_file *kf = file->private_data;
+
+	/* The core may write the status array until this returns. */
+	if (kf->ctx)
+		knem_core_ctx_release(kf->ctx);
+	knem_status_put(kf->status);
+	kfree(kf->stats_text);
+	kfree(kf);
+	return 0;
+}
+
+static ssize_t knem_read(struct file *file, char __user *buf, size_t count,
+			 loff_t *ppos)
+{
+	struct knem_file *kf = file->private_data;
+
+	/* Notification reads on context fds are not implemented yet. */
+	if (kf->ctx)
+		return -EINVAL;
+	return simple_read_from_buffer(buf, count, ppos, kf->stats_text,
+				       kf->stats_len);
+}
+
+static long knem_ioctl(struct file *file, unsigned int cmd,
+		       unsigned long arg)
+{
+	struct knem_file *kf = file->private_data;
+
+	if (!kf->ctx)
+		return -EBADF;
+	return knem_core_ioctl(kf->ctx, cmd, arg);
+}
+
+static int knem_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct knem_file *kf = file->private_data;
+	int err;
+
+	if (!kf->ctx)
+		return -EBADF;
+
+	mutex_lock(&kf->status_lock);
+	err = knem_status_mmap(kf->ctx, &kf->status, vma);
+	mutex_unlock(&kf->status_lock);
+	return err;
+}
+
+static const struct file_operations knem_fops = {
+	.owner = THIS_MODULE,   /* pins the module while a file is open */
+	.open = knem_open,
+	.release = knem_release,
+	.read = knem_read,
+	.llseek = default_llseek,
+	.unlocked_ioctl = knem_ioctl,
+	/*
+	 * Every argument struct has the same layout for 32-bit callers (all
+	 * u64 fields are naturally aligned by explicit padding), so only the
+	 * pointer needs converting.
+	 */
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = knem_mmap,
+};
+
+static struct miscdevice knem_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = KNEM_DEVICE_NAME,
+	.fops = &knem_fops,
+	.mode = 0666,
+	.groups = knem_stats_groups,
+};
+
+static int __init knem_init(void)
+{
+	int err;
+
+	err = knem_core_init();
+	if (err)
+		return err;
+
+	err = misc_register(&knem_misc);
+	if (err)
+		goto exit_core;
+
+	return 0;
+
+exit_core:
+	knem_core_exit();
+	return err;
+}
+
+static void __exit knem_exit(void)
+{
+	misc_deregister(&knem_misc);
+	/*
+	 * No file is open (the module could not be unloading otherwise), but
+	 * regions they destroyed may still wait for a grace period: let those
+	 * callbacks run before the table they point into goes, and again
+	 * after, for anything the core's teardown queued itself.
+	 */
+	rcu_barrier();
+	knem_core_exit();
+	rcu_barrier();
+}
+
+module_init(knem_init);
+module_exit(knem_exit);
+
+MODULE_DESCRIPTION("knem-rs: single-copy intra-node transfers, KNEM ABI 0x0d");
+MODULE_VERSION(KNEM_VERSION);
+MODULE_LICENSE("GPL");

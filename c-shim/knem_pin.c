@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * knem_pin.c - long-term pinning of a region's user pages.
+ *
+ * Regions keep their pages pinned for as long as they live, so the pins are
+ * FOLL_LONGTERM: the kernel first migrates pages out of CMA and ZONE_MOVABLE,
+ * and refuses memory that can never stay put (fsdax).
+ * Copies from a pinned region then never touch the owner's mm.
+ */
+#include <linux/kernel.h>
+#include <linux/minmax.h>
+#include <linux/mm.h>
+#include <linux/mmap_lock.h>
+#include <linux/sched.h>
+
+#include "knem_compat.h"
+#include "knem_core.h"
+#include "knem_shim.h"
+
+/*
+ * Pin at most this many pages (1 GiB) per call: the count must fit
+ * pin_user_pages_fast()'s int.  The contract allows a short count; the core
+ * calls again for the rest.
+ */
+#define KNEM_PIN_BATCH (1UL << 18)
+
+/*
+ * A read-only region must keep seeing what its owner writes later.  Where
+ * GUP does not guarantee that for COW mappings (knem_compat.h), pin with
+ * write intent instead, forced as ptrace does so it also works where the
+ * mapping is not writable yet: GUP then breaks COW now, and the page pinned
+ * is the private page later writes go to.  The data does not change.  One
+ * VMA at a time, so the count may come back smaller; the caller's pin is a
+ * short one then, which the contract allows.
+ */
+static long knem_ro_pin_flags(u64 start, u64 nr, unsigned int *gup_flags)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	vma = vma_lookup(mm, start);
+	if (vma) {
+		/* Forcing must not make unreadable memory pinnable. */
+		if (is_cow_mapping(vma->vm_flags) && (vma->vm_flags & VM_READ))
+			*gup_flags |= FOLL_WRITE | FOLL_FORCE;
+		nr = min_t(u64, nr, (vma->vm_end - start) >> PAGE_SHIFT);
+	}
+	mmap_read_unlock(mm);
+	/* No VMA: leave it to pin_user_pages_fast() to fail with EFAULT. */
+	return nr;
+}
+
+long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
+{
+	unsigned int gup_flags = FOLL_LONGTERM;
+	long todo;
+	int pinned;
+
+	knem_might_sleep();
+	if (!nr)
+		return 0;
+	if (!PAGE_ALIGNED(start))
+		return -EINVAL;
+	if (nr > KNEM_PIN_BATCH)
+		nr = KNEM_PIN_BATCH;
+
+	if (write) {
+		gup_flags |= FOLL_WRITE;
+	} else if (knem_ro_pin_needs_cow_break()) {
+		todo = knem_ro_pin_flags(start, nr, &gup_flags);
+		if (todo < 0)
+			return todo;
+		nr = todo;
+	}
+
+	pinned = pin_user_pages_fast(start, nr, gup_flags,
+				     (struct page **)pages);
+	/* The contract promises an errno, never 0, when nothing was pinned. */
+	if (pinned == 0)
+		return -EFAULT;
+	return pinned;
+}
+
+void knem_shim_unpin_pages(void **pages, u64 nr, int dirty)
+{
+	knem_might_sleep();
+	if (dirty)
+		unpin_user_pages_dirty_lock((struct page **)pages, nr, true);
+	else
+		unpin_user_pages((struct page **)pages, nr);
+}

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * knem_status.c - the status array a context shares with userspace.
+ *
+ * mmap(fd, offset 0, N) gives N one-byte slots in which asynchronous
+ * requests report completion.  The memory is vmalloc_user()ed (zeroed, so
+ * every slot starts PENDING) and inserted into the VMA page by page.
+ *
+ * Two users hold the array: the context, which the core may write through
+ * until knem_core_ctx_release() returns, and every VMA mapping it (fork and
+ * VMA splits add more).  The VMA pins the file, so today the file's release
+ * comes last, but the array does not rely on that ordering: it is counted
+ * and freed by whichever of the two lets go last.
+ */
+#include <linux/mm.h>
+#include <linux/refcount.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "knem_io.h"
+#include "knem_core.h"
+#include "knem_shim.h"
+
+/* SPEC: at most 2^32 slots, so a slot index always fits a u32. */
+#define KNEM_STATUS_ARRAY_MAX_LEN (1ULL << 32)
+
+struct knem_status_array {
+	refcount_t refs;        /* the context, plus one per mapping VMA */
+	void *slots;
+};
+
+void knem_status_put(struct knem_status_array *array)
+{
+	if (!array || !refcount_dec_and_test(&array->refs))
+		return;
+	vfree(array->slots);
+	kfree(array);
+}
+
+static void knem_status_vm_open(struct vm_area_struct *vma)
+{
+	struct knem_status_array *array = vma->vm_private_data;
+
+	refcount_inc(&array->refs);
+}
+
+static void knem_status_vm_close(struct vm_area_struct *vma)
+{
+	knem_status_put(vma->vm_private_data);
+}
+
+static const struct vm_operations_struct knem_status_vm_ops = {
+	.open = knem_status_vm_open,
+	.close = knem_status_vm_close,
+};
+
+/*
+ * Map a new status array into vma and hand it to the core.  *slot is the
+ * context's reference; the caller serialises calls for one context.
+ */
+int knem_status_mmap(struct knem_core_ctx *ctx,
+		     struct knem_status_array **slot,
+		     struct vm_area_struct *vma)
+{
+	unsigned long len = vma->vm_end - vma->vm_start;
+	struct knem_status_array *array;
+	int err;
+
+	if (vma->vm_pgoff != KNEM_STATUS_ARRAY_FILE_OFFSET >> PAGE_SHIFT)
+		return -EINVAL;
+	if (len > KNEM_STATUS_ARRAY_MAX_LEN)
+		return -EINVAL;
+	if (*slot)
+		return -EBUSY;
+	/*
+	 * More than RAM can never succeed; refusing early spares the log the
+	 * allocation-failure splat (and stack dump) vmalloc would print.
+	 */
+	if (len >> PAGE_SHIFT > totalram_pages())
+		return -ENOMEM;
+
+	array = kmalloc(sizeof(*array), GFP_KERNEL);
+	if (!array)
+		return -ENOMEM;
+	array->slots = vmalloc_user(len);
+	if (!array->slots) {
+		err = -ENOMEM;
+		goto free_array;
+	}
+
+	err = remap_vmalloc_range(vma, array->slots, 0);
+	if (err)
+		goto free_slots;
+
+	/*
+	 * If the core refuses, mmap() fails and the kernel zaps the VMA; each
+	 * page inserted above keeps its own reference until then, so freeing
+	 * the vmalloc area first is safe, and no user has seen the memory.
+	 */
+	err = knem_core_ctx_set_status_array(ctx, array->slots, len);
+	if (err)
+		goto free_slots;
+
+	refcount_set(&array->refs, 2);  /* the context and this VMA */
+	vma->vm_private_data = array;
+	vma->vm_ops = &knem_status_vm_ops;
+	*slot = array;
+	return 0;
+
+free_slots:
+	vfree(array->slots);
+free_array:
+	kfree(array);
+	return err;
+}
