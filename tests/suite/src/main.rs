@@ -1,0 +1,231 @@
+//! knem-tests: the in-VM integration suite of knem-rs.
+//!
+//! Runs every test in its own forked process (a crash, an abort or a hang
+//! fails that test only), prints `ok NAME` or `FAIL NAME: REASON` per test
+//! and `N passed, N failed` last; exits 1 if anything failed.  When the
+//! driver's sysfs counters exist, every test is also checked for leaks:
+//! contexts, regions, pinned pages and the kernel's FOLL_PIN balance must
+//! be back at their values from before the test.
+//!
+//! Usage: `knem-tests [--list] [--timeout SECS] [SUBSTRING...]`.
+
+mod stats;
+mod t_async;
+mod t_basic;
+mod t_copy;
+mod t_errors;
+mod t_inline;
+mod t_legacy;
+mod t_lifetime;
+mod t_notify;
+mod t_share;
+mod t_status;
+mod util;
+
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, pipe, ForkResult};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+use util::TestResult;
+
+/// A test: a name and a function.
+type Test = (&'static str, fn() -> TestResult);
+
+/// Every test, in the order they run.
+#[rustfmt::skip]
+const TESTS: &[Test] = &[
+    ("get_info",                                t_basic::get_info),
+    ("sysfs_counters_present",                  t_basic::sysfs_counters_present),
+    ("rdonly_open_no_context",                  t_basic::rdonly_open_no_context),
+    ("unknown_command_enotty",                  t_basic::unknown_command_enotty),
+    ("cookie_nonzero_and_distinct",             t_basic::cookie_nonzero_and_distinct),
+    ("inline_read_two_processes",               t_inline::read_two_processes),
+    ("inline_write_two_processes",              t_inline::write_two_processes),
+    ("ucx_probe_one_byte_stack",                t_inline::ucx_probe_one_byte_stack),
+    ("inline_local_fault_is_failed",            t_inline::local_fault_is_failed),
+    ("region_tracks_owner_writes",              t_inline::region_tracks_owner_writes),
+    ("eacces_protection",                       t_errors::eacces_protection),
+    ("einval_unknown_cookie",                   t_errors::einval_unknown_cookie),
+    ("einval_destroyed_cookie",                 t_errors::einval_destroyed_cookie),
+    ("einval_destroy_other_context",            t_errors::einval_destroy_other_context),
+    ("efault_bad_pointers",                     t_errors::efault_bad_pointers),
+    ("efault_unmapped_region",                  t_errors::efault_unmapped_region),
+    ("efault_readonly_mapping_writable_region", t_errors::efault_readonly_mapping),
+    ("einval_undefined_flags",                  t_errors::einval_undefined_flags),
+    ("single_use",                              t_errors::single_use),
+    ("eperm_other_uid",                         t_errors::eperm_other_uid),
+    ("status_array_untouched_by_sync",          t_status::untouched_by_sync),
+    ("status_array_second_mmap_fails",          t_status::second_mmap_fails),
+    ("close_returns_counters_to_baseline",      t_lifetime::close_returns_to_baseline),
+    ("multi_region_1000",                       t_lifetime::multi_region_1000),
+    ("stats_error_counters",                    t_lifetime::stats_error_counters),
+    ("stats_byte_counters",                     t_lifetime::stats_byte_counters),
+    ("copy_region_to_region",                   t_copy::region_to_region),
+    ("copy_eacces",                             t_copy::eacces),
+    ("legacy_init_send_sync_recv",              t_legacy::init_send_sync_recv),
+    // Issue 3: asynchronous copies, NOTIFY_FD, BIND_OFFLOAD, PINLOCAL.
+    ("async_memcpythread_inline_read",          t_async::memcpythread_inline_read),
+    ("async_memcpythread_inline_write",         t_async::memcpythread_inline_write),
+    ("async_memcpythread_copy",                 t_async::memcpythread_copy),
+    ("async_completion_order_ring_256",         t_async::completion_order_ring_256),
+    ("async_dma_complete_without_dma",          t_async::asyncdmacomplete_without_dma),
+    ("async_einval_rules",                      t_async::async_einval_rules),
+    ("async_local_fault_no_crash",              t_async::async_local_fault_no_crash),
+    ("async_close_with_pending_copies",         t_async::close_with_pending_async),
+    ("pinlocal_sync_copy",                      t_async::pinlocal_sync_copy),
+    ("legacy_init_async_recv",                  t_async::init_async_recv),
+    ("bind_offload_rules",                      t_async::bind_offload_rules),
+    ("notify_fd_blocking_read",                 t_notify::notify_fd_blocking_read),
+    ("notify_fd_nonblocking_eagain",            t_notify::notify_fd_nonblocking_eagain),
+    ("notify_fd_poll_select",                   t_notify::notify_fd_poll_select),
+    ("notify_fd_ebusy_at_queue_limit",          t_notify::notify_fd_ebusy_at_queue_limit),
+    ("notify_fd_4_processes_1000_copies",       t_notify::notify_fd_4_processes_1000_copies),
+    ("single_use_race_8_processes",             t_share::single_use_race_8_processes),
+    ("any_user_access_other_uid_async",         t_share::any_user_access_other_uid),
+];
+
+/// Longest message passed back from a test process.
+const MAX_MSG: usize = 2000;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut timeout = Duration::from_secs(300);
+    let mut filters = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--list" => {
+                for (name, _) in TESTS {
+                    println!("{name}");
+                }
+                return;
+            }
+            "--timeout" => {
+                let secs = it.next().and_then(|s| s.parse().ok()).unwrap_or(300);
+                timeout = Duration::from_secs(secs);
+            }
+            _ => filters.push(a.clone()),
+        }
+    }
+
+    // Without the device nothing else can say anything useful.
+    if let Err(e) = knem::Device::open() {
+        println!("FAIL device: {e}");
+        println!("0 passed, 1 failed");
+        std::process::exit(1);
+    }
+    let leak_check = stats::counters_available();
+    if !leak_check {
+        eprintln!(
+            "note: {} has no counters; per-test leak checks are off",
+            stats::SYSFS_DIR
+        );
+    }
+
+    let (mut passed, mut failed) = (0u32, 0u32);
+    for (name, f) in TESTS {
+        if !filters.is_empty() && !filters.iter().any(|p| name.contains(p.as_str())) {
+            continue;
+        }
+        let r = run_isolated(*f, timeout, leak_check);
+        match r {
+            Ok(()) => {
+                passed += 1;
+                println!("ok {name}");
+            }
+            Err(msg) => {
+                failed += 1;
+                println!("FAIL {name}: {}", one_line(&msg));
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+fn one_line(s: &str) -> String {
+    s.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Run `f` in a child process, with a deadline, then check for leaks.
+fn run_isolated(f: fn() -> TestResult, timeout: Duration, leak_check: bool) -> TestResult {
+    let base = if leak_check {
+        Some(stats::Snapshot::take().map_err(|e| format!("baseline: {e}"))?)
+    } else {
+        None
+    };
+    let (rx, tx) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    let _ = std::io::stdout().flush();
+    // SAFETY: the harness is single-threaded; the child runs one test and
+    // leaves with _exit.
+    let child = match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Child => {
+            drop(rx);
+            let r = f();
+            let (code, msg) = match r {
+                Ok(()) => (0, String::new()),
+                Err(m) => (1, m),
+            };
+            let mut end = msg.len().min(MAX_MSG);
+            while !msg.is_char_boundary(end) {
+                end -= 1;
+            }
+            let _ = File::from(tx).write_all(&msg.as_bytes()[..end]);
+            // SAFETY: leave without unwinding into the harness.
+            unsafe { nix::libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => child,
+    };
+    drop(tx);
+    // Peers of the test may hold the pipe open; poll the child, not EOF.
+    // SAFETY: plain fcntl on our own fd.
+    unsafe { nix::libc::fcntl(rx.as_raw_fd(), nix::libc::F_SETFL, nix::libc::O_NONBLOCK) };
+    let mut rx = File::from(rx);
+    let start = Instant::now();
+    let mut msg = Vec::new();
+    let status = loop {
+        let mut buf = [0u8; 512];
+        while let Ok(n) = rx.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            msg.extend_from_slice(&buf[..n]);
+        }
+        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {}
+            Ok(st) => break st,
+            Err(e) => return Err(format!("waitpid: {e}")),
+        }
+        if start.elapsed() > timeout {
+            let _ = kill(child, Signal::SIGKILL);
+            let _ = waitpid(child, None);
+            return Err(format!("timed out after {} s", timeout.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let mut buf = [0u8; 512];
+    while let Ok(n) = rx.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        msg.extend_from_slice(&buf[..n]);
+    }
+    let msg = String::from_utf8_lossy(&msg).into_owned();
+    match status {
+        WaitStatus::Exited(_, 0) => {}
+        WaitStatus::Exited(_, _) => return Err(msg),
+        WaitStatus::Signaled(_, sig, _) => return Err(format!("killed by {sig:?} {msg}")),
+        other => return Err(format!("unexpected wait status {other:?}")),
+    }
+    if let Some(base) = base {
+        stats::wait_for(&base, "not back to baseline after the test")?;
+    }
+    Ok(())
+}
