@@ -1,0 +1,114 @@
+//! The few /dev/knem operations the benchmarks need, over the `knem` client
+//! crate: synchronous copies only, on raw pool addresses.
+//!
+//! The benchmarks see only this [`Device`]; an asynchronous mechanism
+//! (`knem-async`) plugs in here with the status array once the module
+//! supports it.
+
+use crate::err;
+use crate::error::Result;
+use knem::{Cookie, Iovec, Protection, RegionFlags, Status};
+
+/// An open read-write /dev/knem file (one KNEM context).
+pub struct Device {
+    dev: knem::Device,
+}
+
+/// Why the knem mechanisms cannot run here, as one line.
+pub fn unavailable_reason() -> Option<String> {
+    Device::open().err().map(|e| e.0)
+}
+
+fn ok(st: knem::Result<Status>) -> Result<()> {
+    match st {
+        Ok(Status::Success) => Ok(()),
+        Ok(other) => Err(err!("knem copy finished with status {other}")),
+        Err(e) => Err(err!("knem {e}")),
+    }
+}
+
+impl Device {
+    /// Open the device and check the ABI version.
+    pub fn open() -> Result<Device> {
+        let dev = knem::Device::open().map_err(|e| match e.errno() {
+            Some(knem::Errno::ENOENT) => {
+                err!("no /dev/knem (knem-rs module not loaded)")
+            }
+            _ => err!("{e}"),
+        })?;
+        dev.info().map_err(|e| err!("knem {e}"))?;
+        Ok(Device { dev })
+    }
+
+    /// Declare `len` bytes at `ptr` as a readable and writable region.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay mapped until the region is destroyed (or
+    /// this device dropped) and may be read and written by other processes
+    /// meanwhile: benchmark pools only.
+    pub unsafe fn create_region(&self, ptr: *const u8, len: usize) -> Result<u64> {
+        // SAFETY: the caller vouches for the range.
+        let buf = unsafe { std::slice::from_raw_parts(ptr, len) };
+        // SAFETY: as above; the region is destroyed before the pool goes.
+        let c = unsafe {
+            self.dev.create_region_raw(
+                &[Iovec::from_slice(buf)],
+                Protection::READ_WRITE,
+                RegionFlags::NONE,
+            )
+        }
+        .map_err(|e| err!("knem {e}"))?;
+        Ok(c.as_raw())
+    }
+
+    /// Destroy a region this context created.
+    pub fn destroy_region(&self, cookie: u64) -> Result<()> {
+        self.dev
+            .destroy_region(Cookie::from_raw(cookie))
+            .map_err(|e| err!("knem {e}"))
+    }
+
+    /// Synchronous inline copy between `len` local bytes at `local` and the
+    /// region `cookie` at `offset`: `write` copies local → region.
+    ///
+    /// # Safety
+    /// `local` must be valid for `len` bytes (written when `!write`) and not
+    /// borrowed elsewhere.
+    pub unsafe fn inline_copy(
+        &self,
+        local: *mut u8,
+        len: usize,
+        write: bool,
+        cookie: u64,
+        offset: usize,
+    ) -> Result<()> {
+        let c = Cookie::from_raw(cookie);
+        if write {
+            // SAFETY: forwarded to the caller.
+            let buf = unsafe { std::slice::from_raw_parts(local, len) };
+            ok(self.dev.write_from(c, offset as u64, buf, None))
+        } else {
+            // SAFETY: forwarded to the caller.
+            let buf = unsafe { std::slice::from_raw_parts_mut(local, len) };
+            ok(self.dev.read_into(c, offset as u64, buf, None))
+        }
+    }
+
+    /// Synchronous region-to-region copy of `len` bytes.
+    pub fn copy(
+        &self,
+        src: u64,
+        src_offset: usize,
+        dst: u64,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        ok(self.dev.copy(
+            Cookie::from_raw(src),
+            src_offset as u64,
+            Cookie::from_raw(dst),
+            dst_offset as u64,
+            Some(len as u64),
+        ))
+    }
+}
