@@ -1,0 +1,30 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# in-vm.sh PROGRAM... - run each conformance program (in the guest), pass
+# on its output, and print the totals of all of them last:
+# "N passed, N failed".  Exits nonzero when any case failed or a program
+# did not finish with its own summary line.
+passed=0
+failed=0
+for p in "$@"; do
+	echo "=== $p"
+	out=/tmp/$(basename "$p").out
+	"$p" > "$out" 2>&1
+	status=$?
+	cat "$out"
+	last=$(tail -n 1 "$out")
+	case $last in
+	[0-9]*" passed, "[0-9]*" failed")
+		rest=${last#* passed, }
+		passed=$((passed + ${last%% passed, *}))
+		failed=$((failed + ${rest%% failed}))
+		;;
+	*)
+		echo "FAIL $p: exited with status $status without a summary line"
+		failed=$((failed + 1))
+		;;
+	esac
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
