@@ -106,12 +106,8 @@ pub mod cmd {
     /// `KNEM_CMD_COPY_BOUNDED`
     pub const COPY_BOUNDED: u32 = ioc(DIR_READ, M, 0x34, size_of::<knem_cmd_copy_bounded>());
     /// `KNEM_CMD_INLINE_COPY_BOUNDED`
-    pub const INLINE_COPY_BOUNDED: u32 = ioc(
-        DIR_READ,
-        M,
-        0x35,
-        size_of::<knem_cmd_inline_copy_bounded>(),
-    );
+    pub const INLINE_COPY_BOUNDED: u32 =
+        ioc(DIR_READ, M, 0x35, size_of::<knem_cmd_inline_copy_bounded>());
 
     // The published x86-64 numbers (SPEC §3).
     const _: () = assert!(GET_INFO == 0x4010_4b10);
