@@ -78,6 +78,7 @@ const TESTS: &[Test] = &[
     ("pinlocal_sync_copy",                      t_async::pinlocal_sync_copy),
     ("legacy_init_async_recv",                  t_async::init_async_recv),
     ("bind_offload_rules",                      t_async::bind_offload_rules),
+    ("stats_async_byte_counter",                t_async::stats_async_byte_counter),
     ("notify_fd_blocking_read",                 t_notify::notify_fd_blocking_read),
     ("notify_fd_nonblocking_eagain",            t_notify::notify_fd_nonblocking_eagain),
     ("notify_fd_poll_select",                   t_notify::notify_fd_poll_select),

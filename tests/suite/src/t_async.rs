@@ -68,7 +68,7 @@ pub fn memcpythread_inline_read() -> TestResult {
         let local = Mem::new(LOCAL2_BIG.pages)?;
         local.fill(SENTINEL);
         let idx = (k * 3 + 1) as u32;
-        let what = format!("async read {flags:?} offset {off} length {len:?} slot {idx}");
+        let what = format!("async read {flags} offset {off} length {len:?} slot {idx}");
         // SAFETY: `local` is our scratch mapping, kept until the slot is
         // done and only snapshotted.
         let r = unsafe {
@@ -130,7 +130,7 @@ pub fn memcpythread_inline_write() -> TestResult {
     for (k, &(flags, off, len)) in cases.iter().enumerate() {
         dst.fill(SENTINEL);
         let idx = 15 - k as u32;
-        let what = format!("async write {flags:?} offset {off} length {len:?} slot {idx}");
+        let what = format!("async write {flags} offset {off} length {len:?} slot {idx}");
         // SAFETY: the driver only reads `src`, which lives to the end.
         let r =
             unsafe { dev.write_from_async(cookie, off, &LOCAL2_BIG.iovecs(&src), len, idx, flags) };
@@ -199,7 +199,7 @@ pub fn memcpythread_copy() -> TestResult {
     for (k, &(flags, so, d_o, len)) in cases.iter().enumerate() {
         dmem.fill(SENTINEL);
         let idx = 3 + 2 * k as u32;
-        let what = format!("async COPY {flags:?} src {so} dst {d_o} length {len:?} slot {idx}");
+        let what = format!("async COPY {flags} src {so} dst {d_o} length {len:?} slot {idx}");
         expect_pending(&what, dev.copy_async(src, so, dst, d_o, len, idx, flags))?;
         wait_slot_success(&array, idx, &what)?;
         let n = REGION3
@@ -524,7 +524,7 @@ pub fn async_einval_rules() -> TestResult {
         MEMCPY | notify,
         adc | CopyFlags::DMA,
     ] {
-        try_all(&bare, f, 0, &format!("{f:?} without a status array"))?;
+        try_all(&bare, f, 0, &format!("{f} without a status array"))?;
     }
     // The driver sees the mapping, whose length is whole pages: an array
     // of 8 bytes has 4096 slots.  Map exactly one page.
@@ -532,7 +532,7 @@ pub fn async_einval_rules() -> TestResult {
     let array = dev.map_status_array(PAGE).ctx("mmap 4096 slots")?;
     for f in [MEMCPY, CopyFlags::DMA_THREAD, adc, MEMCPY | notify] {
         for idx in [PAGE as u32, PAGE as u32 + 1, 65_536, 0x8000_0000, u32::MAX] {
-            try_all(&dev, f, idx, &format!("{f:?} index {idx} of {PAGE}"))?;
+            try_all(&dev, f, idx, &format!("{f} index {idx} of {PAGE}"))?;
         }
     }
     for f in [
@@ -543,7 +543,7 @@ pub fn async_einval_rules() -> TestResult {
         notify | adc | MEMCPY,
         notify | adc | CopyFlags::DMA_THREAD,
     ] {
-        try_all(&dev, f, 1, &format!("{f:?}"))?;
+        try_all(&dev, f, 1, &format!("{f}"))?;
     }
     others_pending(&array, &[], "after refused requests")?;
     ensure!(
@@ -671,7 +671,7 @@ pub fn init_async_recv() -> TestResult {
         (CopyFlags::NONE, 5),
         (CopyFlags::DMA_THREAD, 6),
     ] {
-        let what = format!("INIT_ASYNC_RECV {flags:?} slot {idx}");
+        let what = format!("INIT_ASYNC_RECV {flags} slot {idx}");
         let cookie = init_send(&sender, &siov)?;
         let local = Mem::new(LOCAL2_BIG.pages)?;
         local.fill(SENTINEL);
@@ -754,7 +754,7 @@ pub fn async_local_fault_no_crash() -> TestResult {
                 let r = unsafe { dev.inline_copy(&req) };
                 expect_errno(
                     &format!(
-                        "{flags:?} {} over {name} local memory",
+                        "{flags} {} over {name} local memory",
                         if write { "write" } else { "read" }
                     ),
                     r,
@@ -970,6 +970,95 @@ pub fn bind_offload_rules() -> TestResult {
         other.copy_async(a, 1, b, 0, Some(10), 0, MEMCPY),
     )?;
     wait_slot_success(&other_array, 0, "COPY on the other bound thread")?;
+    dev.destroy_region(a).ctx("DESTROY_REGION")?;
+    dev.destroy_region(b).ctx("DESTROY_REGION")
+}
+
+/// Bytes copied on the offload thread are counted in `bytes_async`,
+/// exactly (clamped lengths included), and not in the synchronous
+/// counters; ASYNCDMACOMPLETE without DMA copies at once and counts as a
+/// synchronous copy.
+pub fn stats_async_byte_counter() -> TestResult {
+    let names = [
+        "bytes_inline_read",
+        "bytes_inline_write",
+        "bytes_region_copy",
+        "bytes_async",
+    ];
+    let dev = Device::open().ctx("open")?;
+    let mem = Mem::new(4)?;
+    let a = region_at(
+        &dev,
+        &mem,
+        0,
+        10_000,
+        Protection::READ_WRITE,
+        RegionFlags::NONE,
+    )?;
+    let b = region_at(
+        &dev,
+        &mem,
+        10_000,
+        5_000,
+        Protection::READ_WRITE,
+        RegionFlags::NONE,
+    )?;
+    let array = dev.map_status_array(PAGE).ctx("mmap")?;
+    let local = Mem::new(1)?;
+    let l3000 = [Iovec::from_raw(local.addr(0), 3000)];
+    let before = crate::stats::counters(&names)?;
+    // SAFETY (all): our scratch mappings, alive until the slots are done.
+    let reqs: [(&str, knem::Result<Status>); 6] = unsafe {
+        [
+            (
+                "read 1000 (region end)",
+                dev.read_into_async(a, 9_000, &l3000, None, 0, MEMCPY),
+            ),
+            (
+                "read 123",
+                dev.read_into_async(a, 0, &l3000, Some(123), 1, CopyFlags::DMA_THREAD),
+            ),
+            (
+                "write 777",
+                dev.write_from_async(b, 0, &l3000, Some(777), 2, MEMCPY),
+            ),
+            (
+                "write 10 (region end)",
+                dev.write_from_async(b, 4_990, &l3000, None, 3, MEMCPY),
+            ),
+            ("COPY 5000", dev.copy_async(a, 0, b, 0, None, 4, MEMCPY)),
+            (
+                "COPY 42",
+                dev.copy_async(a, 500, b, 100, Some(42), 5, MEMCPY),
+            ),
+        ]
+    };
+    for (k, (what, r)) in reqs.into_iter().enumerate() {
+        expect_pending(what, r)?;
+        wait_slot_success(&array, k as u32, what)?;
+    }
+    let mid = crate::stats::counters(&names)?;
+    let got: Vec<u64> = mid.iter().zip(&before).map(|(x, y)| x - y).collect();
+    let want = [0u64, 0, 0, 1000 + 123 + 777 + 10 + 5000 + 42];
+    ensure!(
+        got == want,
+        "after thread copies, deltas of {names:?}: {got:?}, expected {want:?}"
+    );
+    let adc = CopyFlags::ASYNC_DMA_COMPLETE;
+    // SAFETY: as above.
+    let r = unsafe { dev.read_into_async(a, 0, &l3000, Some(300), 6, adc) };
+    expect_success("ASYNCDMACOMPLETE read 300", r)?;
+    expect_success(
+        "ASYNCDMACOMPLETE COPY 64",
+        dev.copy_async(a, 0, b, 0, Some(64), 7, adc),
+    )?;
+    let after = crate::stats::counters(&names)?;
+    let got: Vec<u64> = after.iter().zip(&mid).map(|(x, y)| x - y).collect();
+    let want = [300u64, 0, 64, 0];
+    ensure!(
+        got == want,
+        "after ASYNCDMACOMPLETE copies, deltas of {names:?}: {got:?}, expected {want:?}"
+    );
     dev.destroy_region(a).ctx("DESTROY_REGION")?;
     dev.destroy_region(b).ctx("DESTROY_REGION")
 }

@@ -181,6 +181,21 @@ impl Device {
     /// Errors: [`Error::Invalid`] when `array` belongs to another device,
     /// `index` is past its end or taken by another pending [`Transfer`];
     /// otherwise what the driver answers (the buffer is dropped then).
+    ///
+    /// ```no_run
+    /// use knem::{CopyFlags, Cookie, Device, Status};
+    ///
+    /// let dev = Device::open()?;
+    /// let slots = dev.map_status_array(4096)?;
+    /// # let cookie = Cookie::from_raw(1);
+    /// let t = dev.read_async(&slots, cookie, 0, vec![0; 1 << 20], None, 0,
+    ///                        CopyFlags::MEMCPY_THREAD)?;
+    /// // ... overlap other work with the copy ...
+    /// let (status, data) = t.wait();
+    /// assert_eq!(status, Status::Success);
+    /// # drop(data);
+    /// # Ok::<(), knem::Error>(())
+    /// ```
     #[allow(clippy::too_many_arguments)] // one per ABI field
     pub fn read_async<'a>(
         &self,

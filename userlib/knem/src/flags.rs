@@ -103,6 +103,43 @@ impl CopyFlags {
     }
 }
 
+impl std::fmt::Display for CopyFlags {
+    /// The `KNEM_FLAG_` names without the prefix, joined by `|`, with any
+    /// undefined bits in hex; `0` when empty.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const NAMES: [(u32, &str); 6] = [
+            (abi::KNEM_FLAG_DMA, "DMA"),
+            (abi::KNEM_FLAG_ASYNCDMACOMPLETE, "ASYNCDMACOMPLETE"),
+            (abi::KNEM_FLAG_DMATHREAD, "DMATHREAD"),
+            (abi::KNEM_FLAG_MEMCPYTHREAD, "MEMCPYTHREAD"),
+            (abi::KNEM_FLAG_PINLOCAL, "PINLOCAL"),
+            (abi::KNEM_FLAG_NOTIFY_FD, "NOTIFY_FD"),
+        ];
+        if self.0 == 0 {
+            return f.write_str("0");
+        }
+        let mut rest = self.0;
+        let mut first = true;
+        for (bit, name) in NAMES {
+            if rest & bit != 0 {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                rest &= !bit;
+                first = false;
+            }
+        }
+        if rest != 0 {
+            if !first {
+                f.write_str("|")?;
+            }
+            write!(f, "{rest:#x}")?;
+        }
+        Ok(())
+    }
+}
+
 flag_word!(
     /// What other processes may do with a region (`protection` field, the
     /// `PROT_READ`/`PROT_WRITE` bits of mmap).
@@ -141,6 +178,20 @@ mod tests {
         assert_eq!(CopyFlags::ANY_THREAD.bits(), 0x0c);
         assert_eq!(CopyFlags::ANY_ASYNC.bits(), 0x0e);
         assert!(!CopyFlags::NOTIFY_FD.is_async());
+    }
+
+    #[test]
+    fn copy_flags_display_names() {
+        assert_eq!(CopyFlags::NONE.to_string(), "0");
+        assert_eq!(
+            (CopyFlags::MEMCPY_THREAD | CopyFlags::NOTIFY_FD).to_string(),
+            "MEMCPYTHREAD|NOTIFY_FD"
+        );
+        assert_eq!(
+            CopyFlags::from_bits_retain((1 << 9) | 1).to_string(),
+            "DMA|0x200"
+        );
+        assert_eq!(CopyFlags::from_bits_retain(1 << 5).to_string(), "0x20");
     }
 
     #[test]
