@@ -10,6 +10,7 @@
 #include <linux/bug.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
@@ -30,6 +31,7 @@ int knem_shim_copy_page_user(void *page, u32 off, u64 uaddr, u32 len,
 	char *kaddr;
 
 	knem_might_sleep();
+	cond_resched();
 	if (!knem_range_in_page(off, len))
 		return -EFAULT;
 
@@ -48,6 +50,12 @@ void knem_shim_copy_page_page(void *dst_page, u32 dst_off, void *src_page,
 {
 	char *dst, *src;
 
+	/*
+	 * Long copies (region to region, and everything the offload thread
+	 * does) go page by page through here: let others run in between.
+	 */
+	knem_might_sleep();
+	cond_resched();
 	if (!knem_range_in_page(dst_off, len) ||
 	    !knem_range_in_page(src_off, len))
 		return;

@@ -66,15 +66,41 @@ void knem_core_exit(void);
 
 /*
  * One context per O_RDWR open.  uid is the opener's (euid), the owner of
- * every region the context creates.  NULL on allocation failure.
+ * every region the context creates.  shim is the shim's handle of the
+ * file, passed back to the knem_shim_ctx_* functions below.  NULL on
+ * allocation failure.
  */
-struct knem_core_ctx *knem_core_ctx_new(u32 uid);
+struct knem_core_ctx *knem_core_ctx_new(u32 uid, void *shim);
 
 /*
- * The file is being released: destroy every region the context owns (copies
- * running against them finish on their own reference) and free the context.
+ * The file is being released, and its offload thread (if any) has stopped:
+ * drop the asynchronous requests that never started (their slots stay as
+ * they are; references and pins are released), destroy every region the
+ * context owns (copies running against them finish on their own
+ * reference) and free the context.
  */
 void knem_core_ctx_release(struct knem_core_ctx *ctx);
+
+/*
+ * Asynchronous requests.  The core queues them in submission order; the
+ * shim's offload thread of the context (started at the status-array mmap,
+ * before knem_core_ctx_set_status_array) calls knem_core_ctx_run_async()
+ * to run the oldest one: the copy, then its slot (and its notification).
+ * Returns 1 if a request ran, 0 if the queue was empty.  Only that thread
+ * calls it, which keeps completions in submission order.
+ *
+ * knem_core_ctx_async_queued() and knem_core_ctx_notify_ready() do not
+ * sleep or lock: the thread's sleep test and poll()'s readiness.
+ */
+int knem_core_ctx_run_async(struct knem_core_ctx *ctx);
+int knem_core_ctx_async_queued(struct knem_core_ctx *ctx);
+int knem_core_ctx_notify_ready(struct knem_core_ctx *ctx);
+
+/*
+ * NOTIFY_FD: pop up to max completed status indices, oldest first, into
+ * out; returns how many (0 when none is queued).
+ */
+u32 knem_core_ctx_read_notify(struct knem_core_ctx *ctx, u32 *out, u32 max);
 
 /*
  * Record the status array of a context: len one-byte slots at kaddr, zeroed,
@@ -130,7 +156,11 @@ void knem_shim_unpin_pages(void **pages, u64 nr, int dirty);
 int knem_shim_copy_page_user(void *page, u32 off, u64 uaddr, u32 len,
 			     int to_user);
 
-/* Copy len bytes between two pinned pages.  Ranges stay within the pages. */
+/*
+ * Copy len bytes between two pinned pages.  Ranges stay within the pages;
+ * overlapping ranges of one page are moved as memmove does.  May sleep
+ * (reschedules: long copies come here page by page).
+ */
 void knem_shim_copy_page_page(void *dst_page, u32 dst_off, void *src_page,
 			      u32 src_off, u32 len);
 
@@ -150,5 +180,25 @@ void knem_shim_call_rcu(void *rcu_head);
 /* A global mutex that serialises writers of the region table. */
 void knem_shim_table_lock(void);
 void knem_shim_table_unlock(void);
+
+/*
+ * Per context, shim being the handle given to knem_core_ctx_new():
+ * a mutex around the core's queues (never nested, may sleep); wake the
+ * offload thread after queueing a request (does not sleep); wake read()
+ * and poll() after queueing a notification (does not sleep).
+ */
+void knem_shim_ctx_lock(void *shim);
+void knem_shim_ctx_unlock(void *shim);
+void knem_shim_ctx_kick(void *shim);
+void knem_shim_ctx_notify(void *shim);
+
+/*
+ * BIND_OFFLOAD, validated by the core: flags is exactly one
+ * KNEM_BIND_FLAG_*; for CUSTOM, mask holds len bytes of a cpu_set_t-style
+ * mask (bit n % 8 of byte n / 8 is CPU n).  Records the online CPUs it
+ * names for the thread.  -EINVAL when none is left, -EBUSY once the thread
+ * exists, -ENOMEM.
+ */
+int knem_shim_ctx_bind(void *shim, u32 flags, const void *mask, u32 len);
 
 #endif /* KNEM_CORE_H */

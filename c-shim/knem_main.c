@@ -3,7 +3,9 @@
  * knem_main.c - the /dev/knem misc device and its file operations.
  *
  * An O_RDWR (or O_WRONLY) open gets a core context owned by the opener's
- * effective uid; every ioctl goes to the core.  An O_RDONLY open gets no
+ * effective uid; every ioctl goes to the core, and read()/poll() deliver
+ * the NOTIFY_FD notifications of its asynchronous copies (knem_offload.c).
+ * An O_RDONLY open gets no
  * context: ioctl() and mmap() fail with EBADF, and read() returns a
  * snapshot of the statistics taken at open, which is what `cat /dev/knem`
  * has always shown administrators.
@@ -14,6 +16,7 @@
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/poll.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/uidgid.h>
@@ -21,14 +24,6 @@
 #include "knem_io.h"
 #include "knem_core.h"
 #include "knem_shim.h"
-
-struct knem_file {
-	struct knem_core_ctx *ctx;         /* NULL for O_RDONLY opens */
-	struct mutex status_lock;          /* one status array per context */
-	struct knem_status_array *status;  /* the context's reference */
-	char *stats_text;                  /* O_RDONLY opens only */
-	size_t stats_len;
-};
 
 static int knem_open(struct inode *inode, struct file *file)
 {
@@ -39,6 +34,9 @@ static int knem_open(struct inode *inode, struct file *file)
 	if (!kf)
 		return -ENOMEM;
 	mutex_init(&kf->status_lock);
+	err = knem_offload_init(kf);
+	if (err)
+		goto free_file;
 
 	if ((file->f_flags & O_ACCMODE) == O_RDONLY) {
 		kf->stats_text = knem_stats_text(&kf->stats_len);
@@ -52,7 +50,7 @@ static int knem_open(struct inode *inode, struct file *file)
 		 * owners compare equal across user namespaces.
 		 */
 		kf->ctx = knem_core_ctx_new(from_kuid(&init_user_ns,
-						      current_euid()));
+						      current_euid()), kf);
 		if (!kf->ctx) {
 			err = -ENOMEM;
 			goto free_file;
@@ -63,6 +61,7 @@ static int knem_open(struct inode *inode, struct file *file)
 	return 0;
 
 free_file:
+	knem_offload_free(kf);
 	kfree(kf);
 	return err;
 }
@@ -71,10 +70,15 @@ static int knem_release(struct inode *inode, struct file *file)
 {
 	struct knem_file *kf = file->private_data;
 
-	/* The core may write the status array until this returns. */
+	/*
+	 * The thread finishes the request it is running, then the core drops
+	 * the queued ones; it may write the status array until it returns.
+	 */
+	knem_offload_stop(kf);
 	if (kf->ctx)
 		knem_core_ctx_release(kf->ctx);
 	knem_status_put(kf->status);
+	knem_offload_free(kf);
 	kfree(kf->stats_text);
 	kfree(kf);
 	return 0;
@@ -85,11 +89,20 @@ static ssize_t knem_read(struct file *file, char __user *buf, size_t count,
 {
 	struct knem_file *kf = file->private_data;
 
-	/* Notification reads on context fds are not implemented yet. */
 	if (kf->ctx)
-		return -EINVAL;
+		return knem_notify_read(kf, file, buf, count);
 	return simple_read_from_buffer(buf, count, ppos, kf->stats_text,
 				       kf->stats_len);
+}
+
+static __poll_t knem_poll(struct file *file, poll_table *wait)
+{
+	struct knem_file *kf = file->private_data;
+
+	if (!kf->ctx)
+		return DEFAULT_POLLMASK;
+	poll_wait(file, &kf->notify_wq, wait);
+	return knem_core_ctx_notify_ready(kf->ctx) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
 static long knem_ioctl(struct file *file, unsigned int cmd,
@@ -111,7 +124,24 @@ static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EBADF;
 
 	mutex_lock(&kf->status_lock);
+	if (kf->status) {
+		err = -EBUSY;
+		goto unlock;
+	}
+	/*
+	 * The offload thread exists before the core sees the array, so any
+	 * asynchronous request accepted from then on can wake it.
+	 */
+	err = knem_offload_prepare(kf);
+	if (err)
+		goto unlock;
 	err = knem_status_mmap(kf->ctx, &kf->status, vma);
+	if (err) {
+		knem_offload_stop(kf);
+		goto unlock;
+	}
+	knem_offload_start(kf);
+unlock:
 	mutex_unlock(&kf->status_lock);
 	return err;
 }
@@ -121,6 +151,7 @@ static const struct file_operations knem_fops = {
 	.open = knem_open,
 	.release = knem_release,
 	.read = knem_read,
+	.poll = knem_poll,
 	.llseek = default_llseek,
 	.unlocked_ioctl = knem_ioctl,
 	/*

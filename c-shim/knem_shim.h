@@ -9,9 +9,12 @@
 #define KNEM_SHIM_H
 
 #include <linux/bug.h>
+#include <linux/cpumask.h>
 #include <linux/kernel.h>
+#include <linux/mutex.h>
 #include <linux/rcupdate.h>
 #include <linux/types.h>
+#include <linux/wait.h>
 
 /* The package version, passed by Kbuild from the workspace Cargo.toml. */
 #ifndef KNEM_VERSION
@@ -19,6 +22,8 @@
 #endif
 
 struct attribute_group;
+struct file;
+struct task_struct;
 struct vm_area_struct;
 struct knem_core_ctx;
 struct knem_status_array;
@@ -34,6 +39,33 @@ static inline void knem_might_sleep(void)
 	might_sleep();
 	WARN_ON_ONCE(rcu_preempt_depth() != 0);
 }
+
+/*
+ * The state of one open file; the core's knem_shim_ctx_* calls get it back
+ * as their opaque handle.
+ */
+struct knem_file {
+	struct knem_core_ctx *ctx;         /* NULL for O_RDONLY opens */
+	struct mutex status_lock;          /* status array, thread, binding */
+	struct knem_status_array *status;  /* the context's reference */
+	char *stats_text;                  /* O_RDONLY opens only */
+	size_t stats_len;
+	/* knem_offload.c */
+	struct mutex queue_lock;           /* the core's queues of ctx */
+	wait_queue_head_t notify_wq;       /* read() and poll() of NOTIFY_FD */
+	struct task_struct *thread;        /* from the status-array mmap on */
+	cpumask_var_t bind_mask;           /* BIND_OFFLOAD's choice */
+	bool bind_set;
+};
+
+/* knem_offload.c: the per-fd offload thread and NOTIFY_FD reads. */
+int knem_offload_init(struct knem_file *kf);
+int knem_offload_prepare(struct knem_file *kf);
+void knem_offload_start(struct knem_file *kf);
+void knem_offload_stop(struct knem_file *kf);
+void knem_offload_free(struct knem_file *kf);
+ssize_t knem_notify_read(struct knem_file *kf, struct file *file,
+			 char __user *buf, size_t count);
 
 /* knem_status.c: the mmap()ed status array of one context. */
 int knem_status_mmap(struct knem_core_ctx *ctx,

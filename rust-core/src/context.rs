@@ -1,10 +1,14 @@
 //! One context per O_RDWR open of the device: the owner identity of the
-//! regions it creates and its status array.
-//!
-//! The per-context in-order queue of asynchronous requests (issue 3) will
-//! live here too; the shim's per-fd thread will drain it through the core.
+//! regions it creates, its status array, and its two queues: asynchronous
+//! requests in submission order (drained by the shim's per-fd offload
+//! thread through [`crate::offload`]) and completed NOTIFY_FD indices
+//! waiting for read().
 
+use crate::env::{CtxGuard, Env, ShimCtx};
 use crate::errno::{KResult, EBUSY, EINVAL};
+use crate::offload::AsyncReq;
+use crate::queue::{Fifo, Node};
+use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
 /// Status slot values.
@@ -16,8 +20,38 @@ pub struct Context {
     pub id: u64,
     /// euid of the opener, owner of every region created here.
     pub uid: u32,
+    /// The shim's handle of this context.
+    pub shim: ShimCtx,
     status: StatusArray,
+    queues: UnsafeCell<Queues>,
+    /// Requests queued and not yet taken by the thread (lock-free view for
+    /// the thread's sleep test).
+    queued: AtomicU64,
+    /// Notifications waiting for read() (lock-free view for poll).
+    ready: AtomicU64,
+    /// NOTIFY_FD requests accepted whose notification was not read yet.
+    notify_credits: AtomicU64,
 }
+
+/// The queues of a context.
+///
+/// # Invariants
+/// Only accessed with the context mutex ([`Env::ctx_lock`]) held;
+/// `Context::queued` and `Context::ready` equal the lengths.
+#[derive(Default)]
+pub struct Queues {
+    /// Asynchronous requests, oldest first.  The node holds None only
+    /// while the request it held is running or released.
+    pub pending: Fifo<Option<AsyncReq>>,
+    /// Status indices of completed NOTIFY_FD requests, oldest first.
+    pub ready: Fifo<u32>,
+}
+
+// SAFETY: the queues are only touched under the context mutex (Queues
+// invariant); everything else is atomic or immutable.
+unsafe impl Sync for Context {}
+// SAFETY: as above; a context moves between threads only as a whole.
+unsafe impl Send for Context {}
 
 const ARRAY_NONE: u8 = 0;
 const ARRAY_SETTING: u8 = 1;
@@ -32,16 +66,83 @@ struct StatusArray {
 
 impl Context {
     /// A context for a process with euid `uid`.
-    pub const fn new(id: u64, uid: u32) -> Context {
+    pub const fn new(id: u64, uid: u32, shim: ShimCtx) -> Context {
         Context {
             id,
             uid,
+            shim,
             status: StatusArray {
                 state: AtomicU8::new(ARRAY_NONE),
                 ptr: AtomicPtr::new(core::ptr::null_mut()),
                 len: AtomicU64::new(0),
             },
+            queues: UnsafeCell::new(Queues {
+                pending: Fifo::new(),
+                ready: Fifo::new(),
+            }),
+            queued: AtomicU64::new(0),
+            ready: AtomicU64::new(0),
+            notify_credits: AtomicU64::new(0),
         }
+    }
+
+    /// Runs `f` on the queues with the context mutex held.  `f` must not
+    /// call back into anything that takes the mutex.
+    pub fn with_queues<E: Env, R>(&self, env: &E, f: impl FnOnce(&mut Queues) -> R) -> R {
+        let _g = CtxGuard::new(env, self.shim);
+        // SAFETY: the mutex is held, so this is the only access (Queues
+        // invariant); the borrow ends before the guard drops.
+        let q = unsafe { &mut *self.queues.get() };
+        let r = f(q);
+        self.queued.store(q.pending.len() as u64, Release);
+        self.ready.store(q.ready.len() as u64, Release);
+        r
+    }
+
+    /// Whether a request waits for the offload thread (no lock: a hint
+    /// for its sleep test, exact once the submitter's wake-up arrived).
+    pub fn has_queued(&self) -> bool {
+        self.queued.load(Acquire) != 0
+    }
+
+    /// Whether a notification waits for read() (no lock, for poll).
+    pub fn has_ready(&self) -> bool {
+        self.ready.load(Acquire) != 0
+    }
+
+    /// Whether the status array is mapped (the offload thread started).
+    pub fn has_status_array(&self) -> bool {
+        self.status.state.load(Acquire) != ARRAY_NONE
+    }
+
+    /// Reserves a notification for a NOTIFY_FD request: at most one per
+    /// status slot may be queued or in flight, else EBUSY.
+    pub fn reserve_notify(&self) -> KResult<()> {
+        let max = if self.status.state.load(Acquire) == ARRAY_SET {
+            self.status.len.load(Relaxed)
+        } else {
+            0
+        };
+        self.notify_credits
+            .fetch_update(AcqRel, Relaxed, |n| (n < max).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| EBUSY)
+    }
+
+    /// Gives back `n` notification reservations (read, or never queued).
+    pub fn unreserve_notify(&self, n: u64) {
+        self.notify_credits.fetch_sub(n, AcqRel);
+    }
+
+    /// Notifications queued or in flight (tests).
+    pub fn notify_in_flight(&self) -> u64 {
+        self.notify_credits.load(Relaxed)
+    }
+
+    /// Queues a completed NOTIFY_FD request's index.
+    pub fn push_ready<E: Env>(&self, env: &E, node: crate::kalloc::KBox<Node<u32>>) {
+        self.with_queues(env, |q| q.ready.push(node));
+        env.ctx_notify(self.shim);
     }
 
     /// Records the status array (`len` bytes at `kaddr`); EBUSY if the
@@ -85,7 +186,7 @@ mod tests {
 
     #[test]
     fn second_status_array_is_ebusy() {
-        let c = Context::new(1, 0);
+        let c = Context::new(1, 0, ShimCtx::NULL);
         let mut a = [0u8; 8];
         let mut b = [0u8; 8];
         assert_eq!(c.status_slot(0).err(), Some(EINVAL));

@@ -1,8 +1,8 @@
 //! Executing copy plans through the shim.
 
-use crate::env::Env;
+use crate::env::{Env, PAGE_SIZE};
 use crate::layout::SegList;
-use crate::plan::{InlinePlan, PairPlan};
+use crate::plan::{InlinePlan, PairChunk, PairPlan};
 use crate::region::Region;
 
 /// How a copy ended.
@@ -43,6 +43,11 @@ pub fn inline<E: Env>(
 
 /// Copies from `src` at `src_off` to `dst` at `dst_off`.  Both sides are
 /// pinned, so nothing can fault.
+///
+/// A region copied onto itself with the destination after an overlapping
+/// source is copied from the end backwards, so the result is memmove's
+/// (for regions whose offsets grow with the addresses, the usual layout;
+/// the shim moves overlapping ranges of one page with memmove).
 pub fn region_to_region<E: Env>(
     env: &E,
     src: &Region,
@@ -51,6 +56,15 @@ pub fn region_to_region<E: Env>(
     dst_off: u64,
     bound: Option<u64>,
 ) -> Outcome {
+    let len = src
+        .layout()
+        .total()
+        .saturating_sub(src_off)
+        .min(dst.layout().total().saturating_sub(dst_off))
+        .min(bound.unwrap_or(u64::MAX));
+    if core::ptr::eq(src, dst) && dst_off > src_off && dst_off - src_off < len {
+        return backwards(env, src, src_off, dst_off, len);
+    }
     let mut bytes = 0u64;
     for c in PairPlan::new(src.layout(), src_off, dst.layout(), dst_off, bound) {
         let (Some(s), Some(d)) = (src.page(c.src.page), dst.page(c.dst.page)) else {
@@ -64,13 +78,118 @@ pub fn region_to_region<E: Env>(
     Outcome { bytes, ok: true }
 }
 
+/// Copies one chunk between two pinned regions; false if a page is missing.
+fn pair_chunk<E: Env>(env: &E, src: &Region, dst: &Region, c: &PairChunk) -> bool {
+    let (Some(s), Some(d)) = (src.page(c.src.page), dst.page(c.dst.page)) else {
+        return false;
+    };
+    // SAFETY: both regions are referenced, so their pages are pinned; the
+    // planner keeps both ranges within their pages.
+    unsafe { env.copy_page_page(d, c.dst.off, s, c.src.off, c.len) };
+    true
+}
+
+/// The overlapping self-copy of [`region_to_region`]: blocks of at most a
+/// page from the end, the chunks of each block last to first.  A block
+/// with more chunks than fit the stack buffer (tiny segments) is halved
+/// until they fit; one byte is always one chunk.
+fn backwards<E: Env>(env: &E, r: &Region, src_off: u64, dst_off: u64, len: u64) -> Outcome {
+    const MAX_CHUNKS: usize = 8;
+    let mut bytes = 0u64;
+    let mut end = len;
+    let mut block = PAGE_SIZE;
+    while end > 0 {
+        let b = block.min(end);
+        let start = end - b;
+        let mut buf = [None::<PairChunk>; MAX_CHUNKS];
+        let mut n = 0;
+        let mut plan = PairPlan::new(
+            r.layout(),
+            src_off + start,
+            r.layout(),
+            dst_off + start,
+            Some(b),
+        );
+        for (slot, c) in buf.iter_mut().zip(&mut plan) {
+            *slot = Some(c);
+            n += 1;
+        }
+        if n == MAX_CHUNKS && plan.next().is_some() && b > 1 {
+            block = b / 2;
+            continue;
+        }
+        for c in buf.iter().take(n).rev().flatten() {
+            if !pair_chunk(env, r, r, c) {
+                return Outcome { bytes, ok: false };
+            }
+            bytes += c.len as u64;
+        }
+        end = start;
+        block = PAGE_SIZE;
+    }
+    Outcome { bytes, ok: true }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::layout::iov;
     use crate::mock::MockEnv;
-    use crate::region::{RegionAttrs, PROT_READ};
+    use crate::region::{RegionAttrs, PROT_READ, PROT_WRITE};
     use crate::stats::Stats;
+
+    fn memmove_case(segs: &[(u64, u64)], src_off: u64, dst_off: u64, bound: Option<u64>) {
+        let (env, stats) = (MockEnv::new(), Stats::new());
+        let a = env.map(4 * 4096, true);
+        let data: std::vec::Vec<u8> = (0..4 * 4096u32).map(|i| (i * 7 + i / 253) as u8).collect();
+        env.fill(a, &data);
+        let iovs: std::vec::Vec<_> = segs.iter().map(|&(o, l)| iov(a + o, l)).collect();
+        let layout = SegList::new(&iovs).unwrap();
+        let attrs = RegionAttrs {
+            prot: PROT_READ | PROT_WRITE,
+            flags: 0,
+            owner_ctx: 1,
+            owner_uid: 0,
+        };
+        // The model: the region's bytes as one array, then memmove.
+        let mut model: std::vec::Vec<u8> = segs
+            .iter()
+            .flat_map(|&(o, l)| data[o as usize..(o + l) as usize].to_vec())
+            .collect();
+        let total = model.len() as u64;
+        let len = (total - src_off.min(total))
+            .min(total - dst_off.min(total))
+            .min(bound.unwrap_or(u64::MAX)) as usize;
+        model.copy_within(src_off as usize..src_off as usize + len, dst_off as usize);
+        let r = Region::create(&env, &stats, layout, attrs).unwrap();
+        let out = region_to_region(&env, &r, src_off, &r, dst_off, bound);
+        assert_eq!(
+            out,
+            Outcome {
+                bytes: len as u64,
+                ok: true
+            }
+        );
+        let mut got = std::vec::Vec::new();
+        for &(o, l) in segs {
+            got.extend(env.peek(a + o, l as usize));
+        }
+        assert_eq!(got, model, "segs {segs:?} {src_off} -> {dst_off}");
+        Region::discard(r, &env, &stats);
+    }
+
+    #[test]
+    fn overlapping_self_copy_is_memmove() {
+        let whole = [(0, 4 * 4096)];
+        for (s, d) in [(0, 1), (0, 100), (10, 4096), (0, 5000), (100, 0), (3, 3)] {
+            memmove_case(&whole, s, d, None);
+            memmove_case(&whole, s, d, Some(6000));
+        }
+        // Tiny segments: more chunks per page than the block buffer holds.
+        let tiny: std::vec::Vec<(u64, u64)> = (0..300).map(|i| (i * 40, 3)).collect();
+        memmove_case(&tiny, 0, 7, None);
+        memmove_case(&[(0, 3000), (5000, 6000)], 1000, 2500, None);
+    }
 
     #[test]
     fn fault_midway_reports_bytes_done() {

@@ -2,7 +2,7 @@
 //! context lifecycle.  The kernel has one, in a static; tests make many.
 
 use crate::context::Context;
-use crate::env::Env;
+use crate::env::{Env, ShimCtx};
 use crate::errno::KResult;
 use crate::kalloc::KBox;
 use crate::stats::{self, Stats};
@@ -41,16 +41,26 @@ impl<E: Env> Device<E> {
         self.table.exit();
     }
 
-    /// A context for an opener with euid `uid`.
+    /// A context for an opener with euid `uid`, without a shim handle
+    /// (host tests).
     pub fn ctx_new(&self, uid: u32) -> KResult<KBox<Context>> {
+        self.ctx_new_with(uid, ShimCtx::NULL)
+    }
+
+    /// A context for an opener with euid `uid`; `shim` is the handle the
+    /// core passes back to the shim's `knem_shim_ctx_*` functions.
+    pub fn ctx_new_with(&self, uid: u32, shim: ShimCtx) -> KResult<KBox<Context>> {
         let id = self.next_ctx.fetch_add(1, Relaxed) + 1;
-        let ctx = KBox::try_new(Context::new(id, uid))?;
+        let ctx = KBox::try_new(Context::new(id, uid, shim))?;
         stats::add(&self.stats.contexts, 1);
         Ok(ctx)
     }
 
-    /// The file is released: destroy the context's regions and free it.
+    /// The file is released (its offload thread already stopped): drop
+    /// the requests that never started, destroy the context's regions and
+    /// free it.
     pub fn ctx_release(&self, ctx: KBox<Context>) {
+        self.drain_async(&ctx);
         self.table.release_ctx(&self.env, &self.stats, ctx.id);
         stats::sub(&self.stats.contexts, 1);
         drop(ctx);

@@ -30,6 +30,23 @@ unsafe impl Send for PagePtr {}
 // SAFETY: as above, sharing the handle never dereferences it.
 unsafe impl Sync for PagePtr {}
 
+/// The shim's opaque handle of one context (its per-file state), given to
+/// `knem_core_ctx_new` and passed back to the `knem_shim_ctx_*` functions.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShimCtx(pub *mut c_void);
+
+impl ShimCtx {
+    /// No handle (host tests).
+    pub const NULL: ShimCtx = ShimCtx(core::ptr::null_mut());
+}
+
+// SAFETY: an opaque handle the core only passes back to the shim, whose
+// ctx functions may be called from any thread.
+unsafe impl Send for ShimCtx {}
+// SAFETY: as above.
+unsafe impl Sync for ShimCtx {}
+
 /// Space for the shim's `struct rcu_head`, 8-aligned.
 #[repr(C, align(8))]
 pub struct RcuHead(pub [u8; RCU_HEAD_SIZE]);
@@ -92,6 +109,38 @@ pub trait Env: Sync {
     fn table_lock(&self);
     /// Releases the table mutex.
     fn table_unlock(&self);
+    /// Takes the mutex of one context (its request and notification
+    /// queues).  Never held across a call that takes it again.
+    fn ctx_lock(&self, shim: ShimCtx);
+    /// Releases the context mutex.
+    fn ctx_unlock(&self, shim: ShimCtx);
+    /// Wakes the context's offload thread: a request was queued.
+    fn ctx_kick(&self, shim: ShimCtx);
+    /// Wakes readers and pollers of the context's fd: a notification was
+    /// queued.
+    fn ctx_notify(&self, shim: ShimCtx);
+    /// Records where the context's offload thread will run (BIND_OFFLOAD):
+    /// `flags` is exactly one `KNEM_BIND_FLAG_*`, `mask` the cpumask bytes
+    /// of CUSTOM (empty otherwise).  EINVAL if no online CPU remains, EBUSY
+    /// once the thread started.
+    fn ctx_bind(&self, shim: ShimCtx, flags: u32, mask: &[u8]) -> KResult<()>;
+}
+
+/// A context's mutex, released on drop.
+pub struct CtxGuard<'a, E: Env>(&'a E, ShimCtx);
+
+impl<'a, E: Env> CtxGuard<'a, E> {
+    /// Takes the context mutex.
+    pub fn new(env: &'a E, shim: ShimCtx) -> Self {
+        env.ctx_lock(shim);
+        CtxGuard(env, shim)
+    }
+}
+
+impl<E: Env> Drop for CtxGuard<'_, E> {
+    fn drop(&mut self) {
+        self.0.ctx_unlock(self.1);
+    }
 }
 
 /// An RCU read-side section, left on drop.
@@ -167,6 +216,16 @@ mod kernel {
         fn knem_shim_call_rcu(head: *mut c_void);
         fn knem_shim_table_lock();
         fn knem_shim_table_unlock();
+        fn knem_shim_ctx_lock(shim: *mut c_void);
+        fn knem_shim_ctx_unlock(shim: *mut c_void);
+        fn knem_shim_ctx_kick(shim: *mut c_void);
+        fn knem_shim_ctx_notify(shim: *mut c_void);
+        fn knem_shim_ctx_bind(
+            shim: *mut c_void,
+            flags: u32,
+            mask: *const c_void,
+            len: u32,
+        ) -> c_int;
     }
 
     /// Converts a shim return value (0 or a negative errno).
@@ -274,6 +333,36 @@ mod kernel {
         fn table_unlock(&self) {
             // SAFETY: only called by TableGuard, which holds the mutex.
             unsafe { knem_shim_table_unlock() }
+        }
+
+        fn ctx_lock(&self, shim: ShimCtx) {
+            // SAFETY: shim is the handle of a live context (the core only
+            // reaches it through that context); paired by CtxGuard.
+            unsafe { knem_shim_ctx_lock(shim.0) }
+        }
+
+        fn ctx_unlock(&self, shim: ShimCtx) {
+            // SAFETY: only called by CtxGuard, which holds the mutex.
+            unsafe { knem_shim_ctx_unlock(shim.0) }
+        }
+
+        fn ctx_kick(&self, shim: ShimCtx) {
+            // SAFETY: the handle of a live context.
+            unsafe { knem_shim_ctx_kick(shim.0) }
+        }
+
+        fn ctx_notify(&self, shim: ShimCtx) {
+            // SAFETY: the handle of a live context.
+            unsafe { knem_shim_ctx_notify(shim.0) }
+        }
+
+        fn ctx_bind(&self, shim: ShimCtx, flags: u32, mask: &[u8]) -> KResult<()> {
+            // SAFETY: the handle of a live context; mask is readable for
+            // mask.len() bytes (the caller bounds it far below u32::MAX).
+            let r = unsafe {
+                knem_shim_ctx_bind(shim.0, flags, mask.as_ptr().cast(), mask.len() as u32)
+            };
+            errno_of(r as i64)
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::context::Context;
 use crate::device::Device;
-use crate::env::{KernelEnv, RcuHead};
+use crate::env::{KernelEnv, RcuHead, ShimCtx};
 use crate::kalloc::KBox;
 use crate::region;
 use crate::stats::KnemCoreStats;
@@ -27,10 +27,11 @@ pub extern "C" fn knem_core_exit() {
     DEVICE.exit();
 }
 
-/// A context for an O_RDWR open; NULL on allocation failure.
+/// A context for an O_RDWR open; NULL on allocation failure.  `shim` is
+/// passed back to the `knem_shim_ctx_*` functions.
 #[no_mangle]
-pub extern "C" fn knem_core_ctx_new(uid: u32) -> *mut Context {
-    match DEVICE.ctx_new(uid) {
+pub extern "C" fn knem_core_ctx_new(uid: u32, shim: *mut c_void) -> *mut Context {
+    match DEVICE.ctx_new_with(uid, ShimCtx(shim)) {
         Ok(ctx) => KBox::into_raw(ctx),
         Err(_) => core::ptr::null_mut(),
     }
@@ -82,6 +83,63 @@ pub unsafe extern "C" fn knem_core_ioctl(ctx: *mut Context, cmd: c_uint, arg: u6
         return crate::errno::EBADF.to_neg() as c_long;
     };
     DEVICE.ioctl(ctx, cmd, arg) as c_long
+}
+
+/// Offload thread: runs the oldest queued request; 1 if one ran, 0 if the
+/// queue was empty.
+///
+/// # Safety
+/// `ctx` must be live; only the context's offload thread calls this.
+#[no_mangle]
+pub unsafe extern "C" fn knem_core_ctx_run_async(ctx: *mut Context) -> c_int {
+    // SAFETY: the shim passes a live context.
+    let Some(ctx) = (unsafe { ctx.as_ref() }) else {
+        return 0;
+    };
+    DEVICE.run_async(ctx) as c_int
+}
+
+/// Whether a request is queued (lock-free; the thread's sleep test).
+///
+/// # Safety
+/// `ctx` must be live.
+#[no_mangle]
+pub unsafe extern "C" fn knem_core_ctx_async_queued(ctx: *mut Context) -> c_int {
+    // SAFETY: the shim passes a live context.
+    unsafe { ctx.as_ref() }.is_some_and(|c| c.has_queued()) as c_int
+}
+
+/// Whether a notification waits for read() (lock-free; poll).
+///
+/// # Safety
+/// `ctx` must be live.
+#[no_mangle]
+pub unsafe extern "C" fn knem_core_ctx_notify_ready(ctx: *mut Context) -> c_int {
+    // SAFETY: the shim passes a live context.
+    unsafe { ctx.as_ref() }.is_some_and(|c| c.has_ready()) as c_int
+}
+
+/// Pops up to `max` completed NOTIFY_FD indices into `out`; returns how
+/// many.
+///
+/// # Safety
+/// `ctx` must be live and `out` writable for `max` u32s.
+#[no_mangle]
+pub unsafe extern "C" fn knem_core_ctx_read_notify(
+    ctx: *mut Context,
+    out: *mut u32,
+    max: u32,
+) -> u32 {
+    // SAFETY: the shim passes a live context.
+    let Some(ctx) = (unsafe { ctx.as_ref() }) else {
+        return 0;
+    };
+    if out.is_null() {
+        return 0;
+    }
+    // SAFETY: the shim passes a buffer of max u32s.
+    let buf = unsafe { core::slice::from_raw_parts_mut(out, max as usize) };
+    DEVICE.read_notify(ctx, buf) as u32
 }
 
 /// Frees a region after its RCU grace period.

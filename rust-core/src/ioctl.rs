@@ -8,9 +8,11 @@ use crate::context::{status, Context};
 use crate::copy::{self, Outcome};
 use crate::device::Device;
 use crate::env::Env;
-use crate::errno::{KResult, EACCES, EFAULT, EINVAL, ENOTTY, EPERM};
+use crate::errno::{KResult, EACCES, EBUSY, EFAULT, EINVAL, ENOTTY, EPERM};
+use crate::kalloc::KArray;
 use crate::layout::SegList;
-use crate::region::{Region, RegionAttrs, PROT_READ, PROT_WRITE};
+use crate::offload::Job;
+use crate::region::{Region, RegionAttrs, RegionRef, PROT_READ, PROT_WRITE};
 use crate::stats;
 use crate::table::Found;
 use crate::user;
@@ -20,8 +22,12 @@ use knem_abi::*;
 
 /// Every flag bit some version of the ABI defines.
 const DEFINED_FLAGS: u32 = 0xff;
-/// Copy flags that need the offload thread (issue 3): refused for now.
-const THREAD_FLAGS: u32 = KNEM_FLAG_ANY_THREAD_MASK | KNEM_FLAG_NOTIFY_FD;
+/// Every BIND_OFFLOAD flag.
+const BIND_FLAGS: u32 =
+    KNEM_BIND_FLAG_CUSTOM | KNEM_BIND_FLAG_CURRENT | KNEM_BIND_FLAG_CURRENT_REVERSED;
+/// At most this much of a CUSTOM cpumask is read (8192 CPUs); bits beyond
+/// name CPUs no supported kernel has.
+const MAX_MASK_BYTES: u32 = 1024;
 /// The only protection bits a region may have.
 const PROT_MASK: u32 = PROT_READ | PROT_WRITE;
 
@@ -41,6 +47,9 @@ enum Report<'c> {
     /// In `current_status` and in this status slot (ASYNCDMACOMPLETE
     /// without DMA: copy now, report in both).
     AlsoSlot(&'c AtomicU8),
+    /// On the offload thread: `current_status` PENDING now, the slot (and
+    /// the fd with NOTIFY_FD) later.
+    Async { index: u32, notify: bool },
 }
 
 /// A copy between the caller's iovecs and a region, decoded.
@@ -106,7 +115,7 @@ impl<E: Env> Device<E> {
                 self.inline_copy(
                     ctx,
                     &req,
-                    arg + offset_of!(knem_cmd_inline_copy, current_status) as u64,
+                    Some(arg + offset_of!(knem_cmd_inline_copy, current_status) as u64),
                 )
             }
             cmd::INLINE_COPY_BOUNDED => {
@@ -124,7 +133,7 @@ impl<E: Env> Device<E> {
                 self.inline_copy(
                     ctx,
                     &req,
-                    arg + offset_of!(knem_cmd_inline_copy_bounded, current_status) as u64,
+                    Some(arg + offset_of!(knem_cmd_inline_copy_bounded, current_status) as u64),
                 )
             }
             cmd::COPY => {
@@ -163,8 +172,8 @@ impl<E: Env> Device<E> {
             }
             cmd::INIT_SEND => self.init_send(ctx, arg),
             cmd::SYNC_RECV => self.sync_recv(ctx, arg),
-            // Issue 3: the offload thread and asynchronous legacy receive.
-            cmd::BIND_OFFLOAD | cmd::INIT_ASYNC_RECV => Err(EINVAL),
+            cmd::BIND_OFFLOAD => self.bind_offload(ctx, arg),
+            cmd::INIT_ASYNC_RECV => self.init_async_recv(ctx, arg),
             _ => Err(ENOTTY),
         }
     }
@@ -179,8 +188,18 @@ impl<E: Env> Device<E> {
         if flags & !DEFINED_FLAGS != 0 || flags & !KNEM_FLAG_ANY_COPY_MASK != 0 {
             return Err(EINVAL);
         }
-        if flags & THREAD_FLAGS != 0 {
+        let thread = flags & KNEM_FLAG_ANY_THREAD_MASK != 0;
+        let notify = flags & KNEM_FLAG_NOTIFY_FD != 0;
+        if notify && (!thread || flags & KNEM_FLAG_ASYNCDMACOMPLETE != 0) {
             return Err(EINVAL);
+        }
+        if thread {
+            // Before anything else is done: no array or index outside it.
+            ctx.status_slot(async_index)?;
+            return Ok(Report::Async {
+                index: async_index,
+                notify,
+            });
         }
         if flags & KNEM_FLAG_ASYNCDMACOMPLETE != 0 {
             return Ok(Report::AlsoSlot(ctx.status_slot(async_index)?));
@@ -205,7 +224,7 @@ impl<E: Env> Device<E> {
     }
 
     /// Reports a copy's end: status slot (if asked) and `current_status`.
-    fn finish(&self, report: Report<'_>, out: Outcome, status_uaddr: u64) -> KResult<()> {
+    fn finish(&self, report: Report<'_>, out: Outcome, status_uaddr: Option<u64>) -> KResult<()> {
         let st = status_of(out);
         if !out.ok {
             stats::add(&self.stats.copies_failed, 1);
@@ -213,11 +232,91 @@ impl<E: Env> Device<E> {
         if let Report::AlsoSlot(slot) = report {
             slot.store(st, Release);
         }
-        user::write(&self.env, status_uaddr, st as u32)
+        match status_uaddr {
+            Some(u) => user::write(&self.env, u, st as u32),
+            None => Ok(()),
+        }
     }
 
-    fn inline_copy(&self, ctx: &Context, req: &InlineReq, status_uaddr: u64) -> KResult<()> {
+    /// Tells the caller an asynchronous request is on its way.
+    fn report_pending(&self, status_uaddr: Option<u64>) -> KResult<()> {
+        match status_uaddr {
+            Some(u) => user::write(&self.env, u, status::PENDING as u32),
+            None => Ok(()),
+        }
+    }
+
+    /// Looks the remote region up and pins the caller's side, for a copy
+    /// that runs page to page (thread or PINLOCAL).  Nothing is consumed.
+    fn pin_inline<'a>(
+        &'a self,
+        ctx: &Context,
+        req: &InlineReq,
+    ) -> KResult<(Found<'a, E>, RegionRef<'a, E>)> {
+        let found = self.lookup_checked(ctx, req.cookie, req.write)?;
+        let iovs = user::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
+        let local = SegList::new(&iovs)?;
+        drop(iovs);
+        // Reading the region writes the caller's memory, and vice versa.
+        let local = Region::create_local(&self.env, &self.stats, local, !req.write)?;
+        Ok((found, RegionRef::from_box(local, &self.env, &self.stats)))
+    }
+
+    /// The page-to-page job of an inline copy whose region was consumed.
+    fn inline_job<'a>(
+        req: &InlineReq,
+        remote: RegionRef<'a, E>,
+        local: RegionRef<'a, E>,
+    ) -> Job<'a, E> {
+        if req.write {
+            Job {
+                src: local,
+                src_off: 0,
+                dst: remote,
+                dst_off: req.offset,
+                bound: req.bound,
+            }
+        } else {
+            Job {
+                src: remote,
+                src_off: req.offset,
+                dst: local,
+                dst_off: 0,
+                bound: req.bound,
+            }
+        }
+    }
+
+    fn inline_copy(
+        &self,
+        ctx: &Context,
+        req: &InlineReq,
+        status_uaddr: Option<u64>,
+    ) -> KResult<()> {
         let report = self.report_mode(ctx, req.flags, req.async_index)?;
+        if let Report::Async { index, notify } = report {
+            let prep = self.prepare(ctx, index, notify)?;
+            let (found, local) = self.pin_inline(ctx, req)?;
+            self.report_pending(status_uaddr)?;
+            self.table.consume(&self.env, &self.stats, &found)?;
+            let job = Self::inline_job(req, found.into_region(), local);
+            self.enqueue(prep, job);
+            return Ok(());
+        }
+        let counter = if req.write {
+            &self.stats.bytes_inline_write
+        } else {
+            &self.stats.bytes_inline_read
+        };
+        if req.flags & KNEM_FLAG_PINLOCAL != 0 {
+            let (found, local) = self.pin_inline(ctx, req)?;
+            self.table.consume(&self.env, &self.stats, &found)?;
+            let job = Self::inline_job(req, found.into_region(), local);
+            let out = job.run(&self.env);
+            drop(job);
+            stats::add(counter, out.bytes);
+            return self.finish(report, out, status_uaddr);
+        }
         let found = self.lookup_checked(ctx, req.cookie, req.write)?;
         let iovs = user::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
         let local = SegList::new(&iovs)?;
@@ -231,11 +330,6 @@ impl<E: Env> Device<E> {
             req.bound,
             req.write,
         );
-        let counter = if req.write {
-            &self.stats.bytes_inline_write
-        } else {
-            &self.stats.bytes_inline_read
-        };
         stats::add(counter, out.bytes);
         drop(found);
         self.finish(report, out, status_uaddr)
@@ -243,13 +337,30 @@ impl<E: Env> Device<E> {
 
     fn pair_copy(&self, ctx: &Context, req: &PairReq, status_uaddr: u64) -> KResult<()> {
         let report = self.report_mode(ctx, req.flags, req.async_index)?;
+        let prep = match report {
+            Report::Async { index, notify } => Some(self.prepare(ctx, index, notify)?),
+            _ => None,
+        };
         let src = self.lookup_checked(ctx, req.src_cookie, false)?;
         let dst = self.lookup_checked(ctx, req.dst_cookie, true)?;
-        // Both sides passed their checks: only now may single-use ones go.
-        // Should another copy consume dst between the two steps, src stays
-        // consumed and this copy fails with EINVAL, as if it came second.
-        self.table.consume(&self.env, &self.stats, &src)?;
-        self.table.consume(&self.env, &self.stats, &dst)?;
+        if prep.is_some() {
+            self.report_pending(Some(status_uaddr))?;
+        }
+        // Both sides passed their checks: only now may single-use ones go,
+        // both or neither (a copy that loses either race consumes nothing).
+        self.table
+            .consume_pair(&self.env, &self.stats, &src, &dst)?;
+        if let Some(prep) = prep {
+            let job = Job {
+                src: src.into_region(),
+                src_off: req.src_offset,
+                dst: dst.into_region(),
+                dst_off: req.dst_offset,
+                bound: req.bound,
+            };
+            self.enqueue(prep, job);
+            return Ok(());
+        }
         let out = copy::region_to_region(
             &self.env,
             &src.region,
@@ -260,7 +371,7 @@ impl<E: Env> Device<E> {
         );
         stats::add(&self.stats.bytes_region_copy, out.bytes);
         drop((src, dst));
-        self.finish(report, out, status_uaddr)
+        self.finish(report, out, Some(status_uaddr))
     }
 
     /// Validates, pins and publishes a region; returns its cookie.
@@ -347,7 +458,46 @@ impl<E: Env> Device<E> {
         self.inline_copy(
             ctx,
             &req,
-            arg + offset_of!(knem_cmd_sync_recv_param, status) as u64,
+            Some(arg + offset_of!(knem_cmd_sync_recv_param, status) as u64),
         )
+    }
+
+    /// Legacy: asynchronous inline read at offset 0 on the offload thread,
+    /// reported only through slot `status_index`.  The flags are those of
+    /// a thread copy (a thread flag is implied).
+    fn init_async_recv(&self, ctx: &Context, arg: u64) -> KResult<()> {
+        let c: knem_cmd_init_async_recv_param = user::read(&self.env, arg)?;
+        let req = InlineReq {
+            iovec_array: c.recv_iovec_array,
+            iovec_nr: c.recv_iovec_nr,
+            write: false,
+            cookie: c.send_cookie,
+            offset: 0,
+            bound: None,
+            flags: c.flags | KNEM_FLAG_MEMCPYTHREAD,
+            async_index: c.status_index,
+        };
+        self.inline_copy(ctx, &req, None)
+    }
+
+    /// Chooses the CPUs of the offload thread; only before it starts (the
+    /// status-array mmap).  The shim turns the choice into a cpumask.
+    fn bind_offload(&self, ctx: &Context, arg: u64) -> KResult<()> {
+        let b: knem_cmd_bind_offload = user::read(&self.env, arg)?;
+        if b.flags & !BIND_FLAGS != 0 || !b.flags.is_power_of_two() {
+            return Err(EINVAL);
+        }
+        if ctx.has_status_array() {
+            return Err(EBUSY);
+        }
+        if b.flags != KNEM_BIND_FLAG_CUSTOM {
+            return self.env.ctx_bind(ctx.shim, b.flags, &[]);
+        }
+        if b.mask_len == 0 {
+            return Err(EINVAL);
+        }
+        let mut mask = KArray::<u8>::try_default(b.mask_len.min(MAX_MASK_BYTES) as usize)?;
+        self.env.copy_from_user(&mut mask, b.mask_ptr)?;
+        self.env.ctx_bind(ctx.shim, b.flags, &mask)
     }
 }

@@ -19,7 +19,9 @@ pub mod errno;
 pub mod ioctl;
 pub mod kalloc;
 pub mod layout;
+pub mod offload;
 pub mod plan;
+pub mod queue;
 pub mod region;
 pub mod stats;
 pub mod table;
@@ -32,3 +34,5 @@ pub mod ffi;
 pub mod mock;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_async;

@@ -3,8 +3,8 @@
 //! deferred frees, and the table mutex.  Used by the unit tests and, with
 //! the `mock` feature, by the fuzz targets.
 
-use crate::env::{Env, PagePtr, RcuHead, PAGE_SIZE};
-use crate::errno::{KResult, EFAULT};
+use crate::env::{Env, PagePtr, RcuHead, ShimCtx, PAGE_SIZE};
+use crate::errno::{KResult, EFAULT, EINVAL};
 use crate::region;
 use crate::user::{bytes_of, bytes_of_mut, Pod};
 use std::collections::{BTreeMap, HashMap};
@@ -101,6 +101,14 @@ pub struct MockEnv {
     forced_random: Mutex<Option<u32>>,
     /// Regions freed through RCU.
     pub rcu_freed: AtomicUsize,
+    ctx: Mutex<bool>,
+    ctx_cv: Condvar,
+    /// ctx_kick calls (requests queued).
+    pub kicks: AtomicUsize,
+    /// ctx_notify calls (notifications queued).
+    pub notifies: AtomicUsize,
+    /// The last BIND_OFFLOAD choice: flags and mask.
+    pub bound: Mutex<Option<(u32, Vec<u8>)>>,
 }
 
 impl MockEnv {
@@ -117,6 +125,11 @@ impl MockEnv {
             rng: AtomicU32::new(0x1234_5678),
             forced_random: Mutex::new(None),
             rcu_freed: AtomicUsize::new(0),
+            ctx: Mutex::new(false),
+            ctx_cv: Condvar::new(),
+            kicks: AtomicUsize::new(0),
+            notifies: AtomicUsize::new(0),
+            bound: Mutex::new(None),
         }
     }
 
@@ -397,5 +410,36 @@ impl Env for MockEnv {
     fn table_unlock(&self) {
         *self.table.lock().unwrap() = false;
         self.table_cv.notify_one();
+    }
+
+    /// One mutex for every context: enough to serialise the tests' threads.
+    fn ctx_lock(&self, _shim: ShimCtx) {
+        let mut locked = self.ctx.lock().unwrap();
+        while *locked {
+            locked = self.ctx_cv.wait(locked).unwrap();
+        }
+        *locked = true;
+    }
+
+    fn ctx_unlock(&self, _shim: ShimCtx) {
+        *self.ctx.lock().unwrap() = false;
+        self.ctx_cv.notify_one();
+    }
+
+    fn ctx_kick(&self, _shim: ShimCtx) {
+        self.kicks.fetch_add(1, SeqCst);
+    }
+
+    fn ctx_notify(&self, _shim: ShimCtx) {
+        self.notifies.fetch_add(1, SeqCst);
+    }
+
+    /// Like the shim: a CUSTOM mask must name a CPU (the mock has 64).
+    fn ctx_bind(&self, _shim: ShimCtx, flags: u32, mask: &[u8]) -> KResult<()> {
+        if flags == knem_abi::KNEM_BIND_FLAG_CUSTOM && mask.iter().take(8).all(|&b| b == 0) {
+            return Err(EINVAL);
+        }
+        *self.bound.lock().unwrap() = Some((flags, mask.to_vec()));
+        Ok(())
     }
 }

@@ -51,6 +51,9 @@ pub struct Region {
     layout: SegList,
     pages: KArray<PagePtr>,
     attrs: RegionAttrs,
+    /// False for the caller's own memory pinned for one copy: it is not a
+    /// declared region and stays out of the region counters.
+    counted: bool,
 }
 
 impl Region {
@@ -64,6 +67,35 @@ impl Region {
         layout: SegList,
         attrs: RegionAttrs,
     ) -> KResult<KBox<Region>> {
+        Self::pin_new(env, stats, layout, attrs, true)
+    }
+
+    /// Pins the caller's local segments for one copy that a thread executes
+    /// page to page (or PINLOCAL): write intent iff the copy writes them,
+    /// and the pages are unpinned dirty then.  Not a declared region: never
+    /// published, not counted in `regions`.
+    pub fn create_local<E: Env>(
+        env: &E,
+        stats: &Stats,
+        layout: SegList,
+        written: bool,
+    ) -> KResult<KBox<Region>> {
+        let attrs = RegionAttrs {
+            prot: if written { PROT_WRITE } else { PROT_READ },
+            flags: 0,
+            owner_ctx: 0,
+            owner_uid: 0,
+        };
+        Self::pin_new(env, stats, layout, attrs, false)
+    }
+
+    fn pin_new<E: Env>(
+        env: &E,
+        stats: &Stats,
+        layout: SegList,
+        attrs: RegionAttrs,
+        counted: bool,
+    ) -> KResult<KBox<Region>> {
         let n = usize::try_from(layout.pages()).map_err(|_| ENOMEM)?;
         let pages = KArray::<PagePtr>::try_default(n)?;
         // Allocate everything before pinning so that nothing can fail with
@@ -74,6 +106,7 @@ impl Region {
             layout,
             pages,
             attrs,
+            counted,
         })?;
         let write = attrs.prot & PROT_WRITE != 0;
         let mut pinned = 0usize;
@@ -85,8 +118,10 @@ impl Region {
             return Err(e);
         }
         // INVARIANT: every page is pinned; refs is 1 (the creator's).
-        stats::add(&stats.regions, 1);
-        stats::add(&stats.regions_created, 1);
+        if counted {
+            stats::add(&stats.regions, 1);
+            stats::add(&stats.regions_created, 1);
+        }
         stats::add(&stats.pinned_pages, n as u64);
         Ok(region)
     }
@@ -146,9 +181,13 @@ fn pin_all<E: Env>(
                 .get_mut(first + done..first.saturating_add(count))
                 .ok_or(EFAULT)?;
             let start = (seg.base & !(PAGE_SIZE - 1)) + (done as u64) * PAGE_SIZE;
-            let got = env
-                .pin_pages(start, write, slot)
-                .map_err(|e| if e == ENOMEM { ENOMEM } else { EFAULT })?;
+            let got = env.pin_pages(start, write, slot).map_err(|e| {
+                if e == ENOMEM {
+                    ENOMEM
+                } else {
+                    EFAULT
+                }
+            })?;
             if got == 0 || got > count - done {
                 return Err(EFAULT);
             }
@@ -177,7 +216,9 @@ pub unsafe fn put<E: Env>(r: NonNull<Region>, env: &E, stats: &Stats) {
     // SAFETY: refs reached zero, so nobody uses the pages any more and no
     // new reference can be taken (try_get refuses zero).
     unsafe { env.unpin_pages(&region.pages, dirty) };
-    stats::sub(&stats.regions, 1);
+    if region.counted {
+        stats::sub(&stats.regions, 1);
+    }
     stats::sub(&stats.pinned_pages, region.pages.len() as u64);
     // SAFETY: the region is unreachable for new readers (a zero count is
     // only reached after the table dropped its reference); rcu is the first
@@ -215,6 +256,22 @@ impl<'a, E: Env> RegionRef<'a, E> {
     /// The raw pointer (identity comparisons).
     pub fn as_ptr(&self) -> *const Region {
         self.ptr.as_ptr()
+    }
+
+    /// Gives up the wrapper, keeping the reference: the caller now owns it
+    /// and must hand it to [`put`] eventually.
+    pub fn into_raw(self) -> NonNull<Region> {
+        let p = self.ptr;
+        core::mem::forget(self);
+        p
+    }
+
+    /// Wraps a fresh region (never published) and its only reference.
+    pub fn from_box(region: KBox<Region>, env: &'a E, stats: &'a Stats) -> Self {
+        // SAFETY: into_raw never returns null; the box held the region's
+        // single reference, which moves into the wrapper.
+        let ptr = unsafe { NonNull::new_unchecked(KBox::into_raw(region)) };
+        RegionRef { ptr, env, stats }
     }
 }
 

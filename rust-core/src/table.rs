@@ -83,6 +83,13 @@ pub struct Found<'a, E: Env> {
     state: u64,
 }
 
+impl<'a, E: Env> Found<'a, E> {
+    /// The region reference, once the lookup's other uses are over.
+    pub fn into_region(self) -> RegionRef<'a, E> {
+        self.region
+    }
+}
+
 impl Default for Table {
     fn default() -> Self {
         Self::new()
@@ -229,6 +236,59 @@ impl Table {
         if let Some(p) = NonNull::new(table_ref) {
             // SAFETY: the table's reference on the region, handed over by
             // clearing the slot above.  Ours (in `found`) keeps it alive.
+            unsafe { region::put(p, env, stats) };
+        }
+        Ok(())
+    }
+
+    /// Consumes the single-use ones of two regions found by
+    /// [`Table::lookup`], both or neither: if another copy consumed one of
+    /// them first, the other stays in the table and this gives EINVAL.
+    ///
+    /// Both claims happen under the table lock, so destroy and release
+    /// (which take it too) never see the claim that is undone; a lock-free
+    /// lookup racing with us may see a claimed region as already consumed,
+    /// as it would have had we kept it.
+    pub fn consume_pair<E: Env>(
+        &self,
+        env: &E,
+        stats: &Stats,
+        a: &Found<'_, E>,
+        b: &Found<'_, E>,
+    ) -> KResult<()> {
+        let single = |f: &Found<'_, E>| f.region.attrs().flags & KNEM_FLAG_SINGLEUSE != 0;
+        let claim = |f: &Found<'_, E>| {
+            f.slot
+                .state
+                .compare_exchange(f.state, with_st(f.state, ST_CONSUMED), AcqRel, Relaxed)
+                .is_ok()
+        };
+        let mut refs = [None::<NonNull<Region>>; 2];
+        {
+            let _g = TableGuard::new(env);
+            let (sa, sb) = (single(a), single(b));
+            if sa && !claim(a) {
+                return Err(EINVAL);
+            }
+            if sb && !claim(b) {
+                if sa {
+                    // Undo our claim: nobody else changes a CONSUMED slot,
+                    // and the writers that could are excluded by the lock.
+                    a.slot.state.store(a.state, Release);
+                }
+                return Err(EINVAL);
+            }
+            for ((f, s), r) in [(a, sa), (b, sb)].into_iter().zip(refs.iter_mut()) {
+                if s {
+                    *r = NonNull::new(f.slot.region.load(Relaxed));
+                    f.slot.state.store(with_st(f.state, ST_FREE), Release);
+                    self.free_slot(f.idx, f.slot);
+                }
+            }
+        }
+        for p in refs.into_iter().flatten() {
+            // SAFETY: the table's reference, handed over by freeing the
+            // slot above; the caller's lookups keep the regions alive.
             unsafe { region::put(p, env, stats) };
         }
         Ok(())

@@ -32,6 +32,10 @@ unsafe impl Pod for knem_cmd_copy_bounded {}
 unsafe impl Pod for knem_cmd_inline_copy {}
 // SAFETY: as above.
 unsafe impl Pod for knem_cmd_inline_copy_bounded {}
+// SAFETY: as above.
+unsafe impl Pod for knem_cmd_init_async_recv_param {}
+// SAFETY: as above.
+unsafe impl Pod for knem_cmd_bind_offload {}
 // SAFETY: an integer.
 unsafe impl Pod for u64 {}
 // SAFETY: an integer.
