@@ -16,12 +16,12 @@ HOST_TARGET := x86_64-unknown-linux-gnu
 KVERS ?= $(sort $(foreach v,$(patsubst /boot/vmlinuz-%,%,$(wildcard /boot/vmlinuz-*)),\
 	$(if $(wildcard /lib/modules/$(v)/build/Makefile),$(v))))
 # Kernel series the VM suite runs on (prefixes of installed versions).
-VM_KERNELS ?= 6.1 6.12
+VM_KERNELS ?= 6.1 6.12 6.12-rt
 
 CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
-.PHONY: all build core-object module tests-bin host-test abi-test vm-test test \
+.PHONY: all build core-object module tests-bin bench-bin bench host-test abi-test vm-test test \
 	fmt-check clippy clean
 
 all: build
@@ -41,10 +41,14 @@ module: core-object
 	@test -n "$(KVERS)" || { echo "no kernel with headers found (install linux-headers-<version>)"; exit 1; }
 	@for v in $(KVERS); do c-shim/build-module.sh $$v $(BUILD)/$$v || exit 1; done
 
-# The in-VM suite is a static binary so the initramfs needs no libc.
+# Programs that run in the VM (and tools shipped for any distribution) are
+# static, so the initramfs needs no libc.  The explicit --target keeps the
+# flag off build scripts and proc-macros.
+STATIC_BUILD = RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build \
+	--release --target $(HOST_TARGET)
+
 tests-bin:
-	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release \
-		-p knem-vm-tests --target $(HOST_TARGET)
+	$(STATIC_BUILD) -p knem-vm-tests
 
 host-test:
 	$(CARGO) test --workspace --quiet
@@ -58,16 +62,171 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 
+# Per kernel: the shim's own checks, the C conformance programs, the suite.
 vm-test: module tests-bin
 	@set -e; for k in $(VM_KERNELS); do \
-		echo "=== VM suite on kernel $$k ==="; \
+		echo "=== VM checks on kernel $$k ==="; \
+		tests/vm/check-shim --kernel $$k; \
+		tests/conformance/run.sh --kernel $$k; \
 		tests/vm/run --kernel $$k --add $(TESTS_BIN) -- /opt/knem-tests; \
 	done
 
-test: fmt-check clippy host-test abi-test vm-test
+# knem-bench, static so the same binary runs on the host and in the VM.
+BENCH_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-bench
+bench-bin:
+	$(STATIC_BUILD) -p knem-bench
+
+# Host and VM, every mechanism side by side; tables on stdout, CSV and PNG
+# in build/bench/.  BENCH_ARGS=--quick for the smoke run of `make test`.
+BENCH_ARGS ?=
+bench: module bench-bin
+	userlib/knem-bench/scripts/bench.sh $(BENCH_ARGS) $(BENCH_BIN) $(BUILD)/bench
+
+test: fmt-check clippy host-test abi-test vm-test package-test
+	$(MAKE) bench BENCH_ARGS=--quick
 
 clean:
 	$(CARGO) clean
 	rm -rf $(BUILD) c-shim/knem_core.prebuilt
 
 FORCE:
+
+# ---------------------------------------------------------------------------
+# Packaging: source tarball, .deb, .rpm, and their end-to-end test.
+#
+#   make dist          build/dist/knem-rs-VERSION.tar.gz: the source tree with
+#                      the prebuilt Rust object, the tools (prebuilt/) and
+#                      the BUILDINFO that describes them
+#   make deb           .deb packages in build/deb/ (built from that tarball)
+#   make rpm           .rpm packages in build/rpm/ (rpmbuild -ba on the tarball)
+#   make package-test  install, kernel upgrade and purge on this machine (root)
+#
+# Packages never run cargo: the Rust object and the tools are built here,
+# before them, and shipped in c-shim/knem_core.prebuilt and prebuilt/ (tools
+# statically linked, so one binary serves every distribution).
+# KNEM_RS_NO_CORE_BUILD=1 makes `dist` reuse what an earlier run built
+# (build/prebuilt/, build/knem_core.BUILDINFO) instead;
+# KNEM_RS_TARBALL=PATH makes `deb` and `rpm` package that tarball (one made by
+# `make dist`) without running `dist`.
+# ---------------------------------------------------------------------------
+
+PKG_NAME := knem-rs
+PKG_VERSION := $(shell sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' $(TOP)/Cargo.toml)
+DIST_NAME := $(PKG_NAME)-$(PKG_VERSION)
+DIST_DIR := $(BUILD)/dist
+DIST_TARBALL := $(DIST_DIR)/$(DIST_NAME).tar.gz
+PKG_TARBALL = $(abspath $(or $(KNEM_RS_TARBALL),$(DIST_TARBALL)))
+BUILDINFO := $(BUILD)/knem_core.BUILDINFO
+# The command-line tools shipped in knem-rs-tools.
+PKG_TOOLS := knem-bench
+PREBUILT := $(BUILD)/prebuilt
+SOURCE_DATE_EPOCH ?= $(shell git -C $(TOP) log -1 --format=%ct 2>/dev/null || echo 0)
+RPMBUILD_FLAGS ?= $(if $(shell rpm -q --quiet make 2>/dev/null && echo y),,--nodeps)
+
+# Installation layout, shared by debian/rules and rpm/knem-rs.spec.
+DESTDIR ?=
+PREFIX ?= /usr
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(PREFIX)/share/pkgconfig
+DKMS_SRCDIR ?= $(PREFIX)/src/$(DIST_NAME)
+UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
+MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
+BINDIR ?= $(PREFIX)/bin
+
+.PHONY: buildinfo tools-bin dist deb rpm package-test package-check \
+	install-dkms install-dev install-tools
+
+tools-bin:
+	$(STATIC_BUILD) --locked $(foreach t,$(PKG_TOOLS),-p $(t))
+	@mkdir -p $(PREBUILT)
+	@for t in $(PKG_TOOLS); do cp target/$(HOST_TARGET)/release/$$t $(PREBUILT)/$$t.tmp && \
+		mv $(PREBUILT)/$$t.tmp $(PREBUILT)/$$t; done
+
+# What went into the prebuilt object, so a package can be rebuilt bit for bit.
+buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin)
+	@test -f c-shim/knem_core.prebuilt || { echo "c-shim/knem_core.prebuilt is missing: run make core-object"; exit 1; }
+	@if [ -z "$(KNEM_RS_NO_CORE_BUILD)" ]; then \
+		{ echo "# How c-shim/knem_core.prebuilt of $(DIST_NAME) was built."; \
+		  echo "package: $(PKG_NAME) $(PKG_VERSION)"; \
+		  echo "object: c-shim/knem_core.prebuilt"; \
+		  echo "object-sha256: $$(sha256sum < c-shim/knem_core.prebuilt | cut -d' ' -f1)"; \
+		  if c=$$(git rev-parse -q --verify HEAD 2>/dev/null); then \
+		    git diff --quiet HEAD -- rust-core Cargo.toml Cargo.lock || c="$$c (rust-core modified)"; \
+		  else c="unknown (not a git checkout)"; fi; \
+		  echo "source-commit: $$c"; \
+		  echo "build-command: rust-core/build-kobj.sh OUT.o"; \
+		  echo "build-script-sha256: $$(sha256sum < rust-core/build-kobj.sh | cut -d' ' -f1)"; \
+		  echo "cargo: $$($(CARGO) -V)"; \
+		  rustc -vV | sed 's/^/rustc-vV: /'; \
+		  echo "rustflags: $$(sed -n 's/^rustflags="\($$rustflags \)\{0,1\}\(.*\)"$$/\2/p' rust-core/build-kobj.sh | tr '\n' ' ' | sed 's/ $$//')"; \
+		  echo "cargo-flags: $$(sed -n 's/^[[:space:]]*\(-Z[^ ]*\).*/\1/p' rust-core/build-kobj.sh | tr '\n' ' ' | sed 's/ $$//')"; \
+		  echo "ld: $$(ld --version | head -n 1)"; \
+		  echo "objcopy: $$(objcopy --version | head -n 1)"; \
+		  for t in $(PKG_TOOLS); do \
+		    echo "tool: prebuilt/$$t sha256 $$(sha256sum < $(PREBUILT)/$$t | cut -d' ' -f1)"; done; \
+		  echo "tools-build-command: RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release --locked$(foreach t,$(PKG_TOOLS), -p $(t)) --target $(HOST_TARGET)"; \
+		} > $(BUILDINFO).tmp && mv $(BUILDINFO).tmp $(BUILDINFO); \
+	fi
+	@test -f $(BUILDINFO) || { echo "$(BUILDINFO) is missing: run make buildinfo without KNEM_RS_NO_CORE_BUILD"; exit 1; }
+	@grep -q "^object-sha256: $$(sha256sum < c-shim/knem_core.prebuilt | cut -d' ' -f1)$$" $(BUILDINFO) || \
+		{ echo "$(BUILDINFO) does not describe c-shim/knem_core.prebuilt"; exit 1; }
+	@for t in $(PKG_TOOLS); do \
+		grep -q "^tool: prebuilt/$$t sha256 $$(sha256sum < $(PREBUILT)/$$t | cut -d' ' -f1)$$" $(BUILDINFO) || \
+		{ echo "$(BUILDINFO) does not describe $(PREBUILT)/$$t"; exit 1; }; done
+
+# Tracked and untracked (not ignored) files, the prebuilt object, BUILDINFO.
+dist: buildinfo package-check
+	@rm -rf $(DIST_DIR)/$(DIST_NAME) && mkdir -p $(DIST_DIR)/$(DIST_NAME)
+	@{ git ls-files --cached --others --exclude-standard; echo c-shim/knem_core.prebuilt; } | \
+		sort -u | while read -r f; do [ -f "$$f" ] && echo "$$f"; done | \
+		tar -cf - -T - | tar -xf - -C $(DIST_DIR)/$(DIST_NAME)
+	@cp $(BUILDINFO) $(DIST_DIR)/$(DIST_NAME)/BUILDINFO
+	@mkdir -p $(DIST_DIR)/$(DIST_NAME)/prebuilt && \
+		for t in $(PKG_TOOLS); do cp $(PREBUILT)/$$t $(DIST_DIR)/$(DIST_NAME)/prebuilt/; done
+	@tar --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner \
+		--format=gnu -C $(DIST_DIR) -cf - $(DIST_NAME) | gzip -n -9 > $(DIST_TARBALL).tmp
+	@mv $(DIST_TARBALL).tmp $(DIST_TARBALL) && rm -rf $(DIST_DIR)/$(DIST_NAME)
+	@echo "$(DIST_TARBALL)"
+
+# The version is written in four places; they must agree.
+package-check:
+	@tests/package/check-versions.sh
+
+deb: $(if $(KNEM_RS_TARBALL),,dist)
+	@rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb
+	cp $(PKG_TARBALL) $(BUILD)/deb/$(PKG_NAME)_$(PKG_VERSION).orig.tar.gz
+	tar -xzf $(PKG_TARBALL) -C $(BUILD)/deb
+	cd $(BUILD)/deb/$(DIST_NAME) && dpkg-buildpackage -us -uc
+	@ls $(BUILD)/deb/*.deb
+
+rpm: $(if $(KNEM_RS_TARBALL),,dist)
+	@rm -rf $(BUILD)/rpm && mkdir -p $(BUILD)/rpm/SOURCES $(BUILD)/rpm/SPECS
+	cp $(PKG_TARBALL) $(BUILD)/rpm/SOURCES/$(DIST_NAME).tar.gz
+	tar -xzOf $(PKG_TARBALL) $(DIST_NAME)/rpm/$(PKG_NAME).spec > $(BUILD)/rpm/SPECS/$(PKG_NAME).spec
+	rpmbuild -ba $(RPMBUILD_FLAGS) --define "_topdir $(BUILD)/rpm" $(BUILD)/rpm/SPECS/$(PKG_NAME).spec
+	@ls $(BUILD)/rpm/RPMS/*/*.rpm $(BUILD)/rpm/SRPMS/*.rpm
+
+package-test:
+	tests/package/run.sh
+
+# Installation steps the packages call inside the unpacked tarball; they
+# never build anything.
+DKMS_TREE_EXCLUDE := ./debian ./rpm ./packaging ./docs ./.ci ./build ./target ./prebuilt ./tests/package ./.git
+install-dkms:
+	@test -f c-shim/knem_core.prebuilt || { echo "c-shim/knem_core.prebuilt is missing"; exit 1; }
+	@test -f BUILDINFO || { echo "BUILDINFO is missing: install from the make dist tarball"; exit 1; }
+	install -d $(DESTDIR)$(DKMS_SRCDIR)
+	find . \( $(foreach d,$(DKMS_TREE_EXCLUDE),-path $(d) -o) -name '.git*' \) -prune -o \
+		-type f -print | sort | tar -cf - --no-recursion -T - | tar -xf - -C $(DESTDIR)$(DKMS_SRCDIR)
+	install -D -m 0644 packaging/60-knem.rules $(DESTDIR)$(UDEVRULESDIR)/60-knem.rules
+	install -D -m 0644 packaging/modules-load-knem.conf $(DESTDIR)$(MODULESLOADDIR)/knem.conf
+
+install-tools:
+	@for t in $(PKG_TOOLS); do test -f prebuilt/$$t || { echo "prebuilt/$$t is missing: install from the make dist tarball"; exit 1; }; done
+	for t in $(PKG_TOOLS); do install -D -m 0755 prebuilt/$$t $(DESTDIR)$(BINDIR)/$$t || exit 1; done
+
+install-dev:
+	install -D -m 0644 include/knem_io.h $(DESTDIR)$(INCLUDEDIR)/knem_io.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(PKG_VERSION)|' packaging/knem-rs.pc.in | \
+		install -D -m 0644 /dev/stdin $(DESTDIR)$(PKGCONFIGDIR)/$(PKG_NAME).pc

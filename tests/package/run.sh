@@ -1,0 +1,356 @@
+#!/bin/bash
+# tests/package/run.sh (make package-test) - the packages, end to end, on
+# this Debian machine (as root; it installs and purges packages):
+#
+#   1. build the .deb packages (make deb), lintian finds no error, their
+#      contents match expected-files.txt, their dkms.conf is the tree's;
+#   2. apt install: DKMS builds knem.ko for every kernel with headers (and
+#      rebuilds it from the Rust sources with KNEM_RS_REBUILD_CORE=1, bit
+#      for bit), each kernel that has an image boots in the VM with that
+#      knem.ko and passes tests/vm/smoke.sh, knem_io.h and knem-bench work;
+#   3. kernel upgrade: installing another kernel's headers builds knem.ko
+#      for it through DKMS's hook; its image, if apt has it, boots too;
+#   4. apt purge leaves nothing behind;
+#   5. rpmbuild -ba, then the RPMs' contents, scripts, provides and
+#      dkms.conf are checked.
+#
+# Re-runnable: an earlier installation is purged first, and the packages
+# are purged at the end even when a check fails. The extra kernel packages
+# are removed again only if this run installed them.
+#
+# Environment:
+#   KNEM_PKG_UPGRADE_KERNEL  kernel of step 3 (default 6.12.95+deb12-rt-amd64)
+#   KNEM_PKG_UPGRADE_IMAGE   0: install its headers only, do not boot it
+#   KNEM_PKG_NO_VM           1: skip the VM boots
+#   KNEM_PKG_NO_REBUILD      1: skip rebuilding the Rust core through DKMS
+#                            (KNEM_RS_REBUILD_CORE=1; done only with cargo)
+#   KNEM_RS_NO_CORE_BUILD    1: package the existing Rust object (see Makefile)
+#
+# The last line is "N passed, N failed".
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$top"
+export DEBIAN_FRONTEND=noninteractive
+
+name=knem-rs
+version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+upgrade_kver=${KNEM_PKG_UPGRADE_KERNEL:-6.12.95+deb12-rt-amd64}
+upgrade_image=${KNEM_PKG_UPGRADE_IMAGE:-1}
+no_vm=${KNEM_PKG_NO_VM:-0}
+no_rebuild=${KNEM_PKG_NO_REBUILD:-0}
+logdir=$top/build/package-test
+mkdir -p "$logdir"
+work=$(mktemp -d "${TMPDIR:-/tmp}/knem-pkg.XXXXXX")
+
+passed=0
+failed=0
+ok() { echo "ok   $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+# check NAME COMMAND...: run COMMAND, output to the log, judge its status.
+check() {
+	local what=$1 log
+	shift
+	log=$logdir/$(printf '%s' "$what" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-80).log
+	if "$@" > "$log" 2>&1; then
+		ok "$what"
+	else
+		bad "$what (log: $log)"
+		tail -n 15 "$log" | sed 's/^/     | /'
+	fi
+}
+say() { echo "---- $*"; }
+
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+
+# Kernel packages this run installs are removed at the end, and the
+# /vmlinuz-style symlinks that linux-base moves meanwhile are put back.
+links_before=$(for l in /vmlinuz /vmlinuz.old /initrd.img /initrd.img.old; do
+	[ -L "$l" ] && echo "$l $(readlink "$l")"; done)
+pkgs_before=$(dpkg-query -W -f='${Package}\n' | sort)
+added_kernel_pkgs() {
+	comm -13 <(echo "$pkgs_before") <(dpkg-query -W -f='${Package}\n' | sort) |
+		grep -E '^linux-(headers|image|kbuild)-' || true
+}
+
+purge_ours() {
+	local p pkgs=()
+	for p in knem-rs-dkms libknem-rs-dev knem-rs-tools; do
+		dpkg-query -W "$p" >/dev/null 2>&1 && pkgs+=("$p")
+	done
+	[ ${#pkgs[@]} -eq 0 ] || apt-get purge -y "${pkgs[@]}"
+}
+
+cleaned=
+cleanup() {
+	[ -z "$cleaned" ] || return 0
+	cleaned=1
+	say "cleanup"
+	purge_ours > "$logdir/cleanup-purge.log" 2>&1 || echo "cleanup: purge failed, see $logdir/cleanup-purge.log"
+	local added_pkgs
+	mapfile -t added_pkgs < <(added_kernel_pkgs)
+	if [ ${#added_pkgs[@]} -gt 0 ]; then
+		echo "cleanup: removing ${added_pkgs[*]}"
+		apt-get purge -y "${added_pkgs[@]}" > "$logdir/cleanup-kernel.log" 2>&1 ||
+			echo "cleanup: removing the extra kernel failed, see $logdir/cleanup-kernel.log"
+		# depmod's files for a kernel that is gone again.
+		if [ ! -e "/boot/vmlinuz-$upgrade_kver" ] && [ -d "/lib/modules/$upgrade_kver" ] &&
+			[ -z "$(find "/lib/modules/$upgrade_kver" -type f ! -name 'modules.*' | head -n 1)" ]; then
+			rm -rf "/lib/modules/$upgrade_kver"
+		fi
+		local l target
+		while read -r l target; do
+			[ -n "$l" ] && [ -e "/${target#/}" ] && ln -sfn "$target" "$l"
+		done <<< "$links_before"
+	fi
+	rm -rf "$work"
+}
+# On an early exit: clean up, then still end with the count.
+trap 'rc=$?; if [ -z "$cleaned" ]; then cleanup; echo "$passed passed, $((failed + 1)) failed"; fi; exit $rc' EXIT
+trap 'exit 130' INT TERM
+
+# Kernels whose headers are installed.
+kernels_with_headers() {
+	local b k
+	for b in /lib/modules/*/build; do
+		[ -e "$b/include" ] || continue
+		k=${b%/build}
+		echo "${k##*/}"
+	done
+}
+
+# The installed module of kernel $1, decompressed if DKMS compressed it.
+module_of() {
+	local k=$1 f
+	for f in /lib/modules/"$k"/updates/dkms/knem.ko{,.xz,.zst,.gz}; do
+		[ -e "$f" ] || continue
+		case $f in
+		*.xz) xz -dc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
+		*.zst) zstd -qdc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
+		*.gz) gzip -dc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
+		*) echo "$f" ;;
+		esac
+		return 0
+	done
+	return 1
+}
+
+dkms_installed_for() {
+	dkms status -m "$name" -v "$version" -k "$1" | grep -q ': installed'
+}
+
+module_matches_kernel() {
+	local ko
+	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
+	modinfo -F vermagic "$ko" | tee /dev/stderr | grep -q "^$1 "
+}
+
+# DKMS with KNEM_RS_REBUILD_CORE=1 rebuilds the Rust object from the shipped
+# sources; the module must come out bit for bit the same as with the shipped
+# object (DKMS signs both with the same key, deterministically).
+rebuilt_core_same_module() {
+	local k=$1 m a b
+	m=/var/lib/dkms/$name/$version/$k/$(uname -m)
+	dkms build -m "$name" -v "$version" -k "$k" --force || return 1
+	a=$(sha256sum < "$m/module/knem.ko")
+	KNEM_RS_REBUILD_CORE=1 dkms build -m "$name" -v "$version" -k "$k" --force || { cat "$m/log/make.log"; return 1; }
+	grep -q 'check-kobj' "$m/log/make.log" || { echo "the core was not rebuilt"; cat "$m/log/make.log"; return 1; }
+	b=$(sha256sum < "$m/module/knem.ko")
+	echo "knem.ko, shipped core: $a"
+	echo "knem.ko, rebuilt core: $b"
+	[ "$a" = "$b" ]
+}
+
+boot_smoke() {
+	local ko
+	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
+	tests/vm/run --kernel "$1" --module "$ko" --add tests/vm/smoke.sh -- smoke.sh
+}
+
+# FORMAT PACKAGE LISTING: compare a package's file list with expected-files.txt.
+contents_match() {
+	local fmt=$1 pkg=$2 listing=$3 want allow line f status=0
+	want=$(awk -v k="$fmt:$pkg" '$1 == k && $2 == "=" { print $3 }' tests/package/expected-files.txt | sed "s/@VERSION@/$version/g")
+	allow=$(awk -v k="$fmt:$pkg" '$1 == k && $2 == "~" { print $3 }' tests/package/expected-files.txt | sed "s/@VERSION@/$version/g")
+	while read -r line; do
+		[ -n "$line" ] || continue
+		grep -qxF "$line" "$listing" || { echo "missing: $line"; status=1; }
+	done <<< "$want"
+	while read -r f; do
+		grep -qxF "$f" <<< "$want" && continue
+		line=$(while read -r p; do case $f in "$p"*) echo y; break ;; esac; done <<< "$allow")
+		[ -n "$line" ] || { echo "unexpected: $f"; status=1; }
+	done < "$listing"
+	return $status
+}
+
+deb_listing() {
+	dpkg-deb --fsys-tarfile "$1" | tar -tf - | grep -v '/$' | sed 's|^\./|/|' | sort
+}
+
+same_dkms_conf_deb() {
+	dpkg-deb --fsys-tarfile "$1" | tar -xOf - "./usr/src/$name-$version/dkms.conf" | diff -u dkms.conf -
+}
+
+same_dkms_conf_rpm() {
+	(cd "$work" && rpm2cpio "$1" | cpio -idm --quiet "./usr/src/$name-$version/dkms.conf") &&
+		diff -u dkms.conf "$work/usr/src/$name-$version/dkms.conf"
+}
+
+nothing_left() {
+	local status=0 f
+	if dkms status -m "$name" 2>/dev/null | grep -q .; then
+		echo "dkms status still lists:"; dkms status -m "$name"; status=1
+	fi
+	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \
+		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf \
+		/usr/include/knem_io.h /usr/share/pkgconfig/knem-rs.pc /usr/share/doc/knem-rs-dkms \
+		/usr/bin/knem-bench; do
+		[ -e "$f" ] && { echo "left behind: $f"; status=1; }
+	done
+	for f in knem-rs-dkms libknem-rs-dev knem-rs-tools; do
+		dpkg-query -W "$f" >/dev/null 2>&1 && { echo "still known to dpkg: $f"; status=1; }
+	done
+	return $status
+}
+
+# --------------------------------------------------------------------------
+say "preconditions"
+[ "$(id -u)" = 0 ] || { echo "package-test installs packages: run it as root"; exit 1; }
+for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio; do
+	command -v "$tool" >/dev/null || {
+			echo "missing $tool: apt-get install debhelper dh-dkms lintian dkms rpm cpio"; exit 1; }
+done
+check "versions agree (Cargo.toml, dkms.conf, debian/changelog, spec)" tests/package/check-versions.sh
+check "earlier installation purged" purge_ours
+
+# --------------------------------------------------------------------------
+say "1. build the .deb packages"
+check "make deb" make deb
+deb_dkms=$(ls build/deb/knem-rs-dkms_"$version"-*_all.deb 2>/dev/null | tail -n 1)
+deb_dev=$(ls build/deb/libknem-rs-dev_"$version"-*_all.deb 2>/dev/null | tail -n 1)
+deb_tools=$(ls build/deb/knem-rs-tools_"$version"-*_amd64.deb 2>/dev/null | tail -n 1)
+changes=$(ls build/deb/${name}_"$version"-*_*.changes 2>/dev/null | tail -n 1)
+if [ -z "$deb_dkms" ] || [ -z "$deb_dev" ] || [ -z "$deb_tools" ]; then
+	bad "no .deb produced; the rest of the Debian checks are skipped"
+else
+	lintian --pedantic --show-overrides "$changes" > "$logdir/lintian.txt" 2>&1
+	if grep -q '^E: ' "$logdir/lintian.txt"; then
+		bad "lintian: no errors (see $logdir/lintian.txt)"; grep '^E: ' "$logdir/lintian.txt" | sed 's/^/     | /'
+	else
+		ok "lintian: no errors ($(grep -c '^W: ' "$logdir/lintian.txt") warnings, $logdir/lintian.txt)"
+	fi
+	deb_listing "$deb_dkms" > "$work/deb-dkms.list"
+	deb_listing "$deb_dev" > "$work/deb-dev.list"
+	deb_listing "$deb_tools" > "$work/deb-tools.list"
+	check "dpkg -c knem-rs-dkms matches expected-files.txt" contents_match deb knem-rs-dkms "$work/deb-dkms.list"
+	check "dpkg -c libknem-rs-dev matches expected-files.txt" contents_match deb libknem-rs-dev "$work/deb-dev.list"
+	check "dpkg -c knem-rs-tools matches expected-files.txt" contents_match deb knem-rs-tools "$work/deb-tools.list"
+	check "the .deb's dkms.conf is the tree's" same_dkms_conf_deb "$deb_dkms"
+	check "the .deb's BUILDINFO names rustc and the object's sha256" bash -c \
+		"dpkg-deb --fsys-tarfile '$deb_dkms' | tar -xOf - ./usr/src/$name-$version/BUILDINFO > '$work/BUILDINFO' &&
+		 grep -q '^rustc-vV: rustc ' '$work/BUILDINFO' &&
+		 dpkg-deb --fsys-tarfile '$deb_dkms' | tar -xOf - ./usr/src/$name-$version/c-shim/knem_core.prebuilt | sha256sum |
+		 cut -d' ' -f1 | sed 's/^/object-sha256: /' | grep -qxFf - '$work/BUILDINFO'"
+
+	# ----------------------------------------------------------------------
+	say "2. install"
+	check "apt install ./knem-rs-dkms ./libknem-rs-dev ./knem-rs-tools" \
+		apt-get install -y "./$deb_dkms" "./$deb_dev" "./$deb_tools"
+	kernels=$(kernels_with_headers)
+	echo "kernels with headers: $(echo $kernels)"
+	[ -n "$kernels" ] || bad "no kernel with headers on this machine"
+	for k in $kernels; do
+		check "DKMS installed knem.ko for $k" dkms_installed_for "$k"
+		check "knem.ko of $k is built for $k (vermagic)" module_matches_kernel "$k"
+	done
+	check "udev rule and modules-load.d entry installed" bash -c \
+		"grep -q 'KERNEL==\"knem\".*MODE=\"0666\"' /usr/lib/udev/rules.d/60-knem.rules && grep -qx knem /usr/lib/modules-load.d/knem.conf"
+	check "knem_io.h compiles from /usr/include with pkg-config" bash -c \
+		"printf '#include <knem_io.h>\nint main(void) { return KNEM_ABI_VERSION != 0x0d; }\n' > '$work/t.c' &&
+		 cc \$(pkg-config --cflags knem-rs) -o '$work/t' '$work/t.c' && '$work/t' && pkg-config --modversion knem-rs | grep -qx '$version'"
+	first=$(echo $kernels | cut -d' ' -f1)
+	if [ "$no_rebuild" != 1 ] && [ -n "$first" ] && command -v cargo >/dev/null; then
+		check "KNEM_RS_REBUILD_CORE=1: DKMS rebuilds the core, same knem.ko for $first" rebuilt_core_same_module "$first"
+	fi
+	check "knem-bench runs from /usr/bin (--help)" /usr/bin/knem-bench --help
+	if [ "$no_vm" != 1 ]; then
+		for k in $kernels; do
+			if [ -e "/boot/vmlinuz-$k" ]; then
+				check "VM: kernel $k boots with the DKMS-built knem.ko, smoke.sh passes" boot_smoke "$k"
+			fi
+		done
+	fi
+
+	# ----------------------------------------------------------------------
+	say "3. kernel upgrade: $upgrade_kver"
+	hdr=linux-headers-$upgrade_kver
+	img=linux-image-$upgrade_kver
+	if [ -z "$(apt-cache policy "$hdr" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '(none)')" ]; then
+		bad "apt offers no $hdr (set KNEM_PKG_UPGRADE_KERNEL)"
+	else
+		if installed "$hdr"; then
+			# Already there: take its module away and replay the install, so
+			# that DKMS's header hook is what builds it again.
+			dkms remove -m "$name" -v "$version" -k "$upgrade_kver" > "$logdir/upgrade-remove.log" 2>&1
+			check "apt reinstall $hdr" apt-get install -y --reinstall --no-install-recommends "$hdr"
+		else
+			check "apt install $hdr" apt-get install -y --no-install-recommends "$hdr"
+		fi
+		check "DKMS hook built and installed knem.ko for $upgrade_kver" dkms_installed_for "$upgrade_kver"
+		check "knem.ko of $upgrade_kver is built for $upgrade_kver (vermagic)" module_matches_kernel "$upgrade_kver"
+		if [ "$upgrade_image" = 1 ] && [ "$no_vm" != 1 ]; then
+			if installed "$img" || apt-get install -y --no-install-recommends "$img" > "$logdir/upgrade-image.log" 2>&1; then
+				check "VM: kernel $upgrade_kver boots with the DKMS-built knem.ko, smoke.sh passes" boot_smoke "$upgrade_kver"
+			else
+				bad "apt install $img (log: $logdir/upgrade-image.log)"
+			fi
+		fi
+	fi
+
+	# ----------------------------------------------------------------------
+	say "4. purge"
+	check "apt purge knem-rs-dkms libknem-rs-dev knem-rs-tools" apt-get purge -y knem-rs-dkms libknem-rs-dev knem-rs-tools
+	check "nothing left behind (dkms status, /usr/src, updates/dkms, udev, include)" nothing_left
+fi
+
+# --------------------------------------------------------------------------
+say "5. RPM"
+# From the very tarball the .deb was built from, when there is one.
+orig=$top/build/deb/${name}_$version.orig.tar.gz
+if [ -f "$orig" ]; then
+	check "make rpm (rpmbuild -ba)" make rpm KNEM_RS_TARBALL="$orig"
+else
+	check "make rpm (rpmbuild -ba)" make rpm
+fi
+rpm_dkms=$(ls "$top"/build/rpm/RPMS/noarch/knem-rs-dkms-"$version"-*.noarch.rpm 2>/dev/null | tail -n 1)
+rpm_devel=$(ls "$top"/build/rpm/RPMS/noarch/knem-rs-devel-"$version"-*.noarch.rpm 2>/dev/null | tail -n 1)
+rpm_tools=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-tools-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
+if [ -z "$rpm_dkms" ] || [ -z "$rpm_devel" ] || [ -z "$rpm_tools" ]; then
+	bad "no RPM produced; the RPM checks are skipped"
+else
+	# rpm -qpl lists directories too; keep the files, as dpkg -c does above.
+	rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_dkms" 2>/dev/null |
+		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-dkms.list"
+	rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_devel" 2>/dev/null |
+		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-devel.list"
+	check "rpm -qpl knem-rs-dkms matches expected-files.txt" contents_match rpm knem-rs-dkms "$work/rpm-dkms.list"
+	rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_tools" 2>/dev/null |
+		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-tools.list"
+	check "rpm -qpl knem-rs-devel matches expected-files.txt" contents_match rpm knem-rs-devel "$work/rpm-devel.list"
+	check "rpm -qpl knem-rs-tools matches expected-files.txt" contents_match rpm knem-rs-tools "$work/rpm-tools.list"
+	check "knem-rs-dkms is noarch, provides kmod(knem.ko), requires dkms" bash -c \
+		"rpm -qp --qf '%{ARCH}\n' '$rpm_dkms' | grep -qx noarch &&
+		 rpm -qp --provides '$rpm_dkms' | grep -q '^kmod(knem.ko)' &&
+		 rpm -qp --requires '$rpm_dkms' | grep -qx dkms"
+	check "knem-rs-dkms scripts: dkms add/install in %post, remove --all --rpm_safe_upgrade in %preun" bash -c \
+		"rpm -qp --scripts '$rpm_dkms' > '$work/scripts' &&
+		 grep -q 'dkms add -m knem-rs' '$work/scripts' && grep -q 'dkms install -m knem-rs' '$work/scripts' &&
+		 grep -q 'dkms remove -m knem-rs -v $version --all --rpm_safe_upgrade' '$work/scripts'"
+	check "the RPM's dkms.conf is the tree's" same_dkms_conf_rpm "$rpm_dkms"
+	check "source RPM built" bash -c "ls build/rpm/SRPMS/knem-rs-$version-*.src.rpm"
+fi
+
+cleanup
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
