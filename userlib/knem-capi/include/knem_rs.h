@@ -1,0 +1,135 @@
+/*
+ * knem_rs.h - C API of knem-rs userspace: transports (knem module, CMA,
+ * shared-memory double copy), teams of local processes and
+ * contention-aware collectives.  Link with -lknem_rs (pkg-config knem_rs).
+ *
+ * Conventions: functions returning int give 0 on success and a negative
+ * errno on failure; ssize_t functions give a byte count or a negative
+ * errno.  knem_rs_last_error() describes the last failure of the calling
+ * thread in one line.  Objects are opaque and freed by their _close.
+ */
+#ifndef KNEM_RS_H
+#define KNEM_RS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KNEM_RS_API_VERSION 1
+
+/* Transport kinds (knem_rs_desc.kind). */
+#define KNEM_RS_TRANSPORT_KNEM 1
+#define KNEM_RS_TRANSPORT_CMA 2
+#define KNEM_RS_TRANSPORT_SHM 3
+
+/* Collective algorithms; AUTO lets the calibrated planner choose.  k is the
+ * throttle factor (THROTTLED) or the tree radix (KNOMIAL), else ignored. */
+#define KNEM_RS_ALG_AUTO 0
+#define KNEM_RS_ALG_DIRECT_READ 1
+#define KNEM_RS_ALG_DIRECT_WRITE 2
+#define KNEM_RS_ALG_THROTTLED 3
+#define KNEM_RS_ALG_SEQUENTIAL 4
+#define KNEM_RS_ALG_KNOMIAL 5
+#define KNEM_RS_ALG_SCATTER_ALLGATHER 6
+#define KNEM_RS_ALG_HIERARCHICAL 7
+#define KNEM_RS_ALG_RING_SOURCE 8
+#define KNEM_RS_ALG_RING_NEIGHBOR 9
+#define KNEM_RS_ALG_PAIRWISE 10
+#define KNEM_RS_ALG_RING 11
+
+/* Operations, for knem_rs_team_plan. */
+#define KNEM_RS_OP_BCAST 0
+#define KNEM_RS_OP_SCATTER 1
+#define KNEM_RS_OP_GATHER 2
+#define KNEM_RS_OP_ALLGATHER 3
+#define KNEM_RS_OP_ALLTOALL 4
+
+/* What a peer needs to reach an exposed buffer: plain data, send it. */
+typedef struct knem_rs_desc {
+	uint32_t kind;
+	uint32_t pid;
+	uint64_t addr; /* CMA: address in the owner */
+	uint64_t len;
+	uint64_t id;   /* knem: cookie; shm: segment number */
+} knem_rs_desc;
+
+typedef struct knem_rs_transport knem_rs_transport;
+typedef struct knem_rs_exposure knem_rs_exposure;
+typedef struct knem_rs_team knem_rs_team;
+
+const char *knem_rs_last_error(void);
+
+/* Transports.  name: "knem", "cma", "shm", or NULL/"" for
+ * $KNEM_RS_TRANSPORT or the first that works here. */
+int knem_rs_transport_open(const char *name, knem_rs_transport **out);
+const char *knem_rs_transport_name(const knem_rs_transport *t);
+void knem_rs_transport_close(knem_rs_transport *t);
+
+/* Expose buf..buf+len to peers until knem_rs_exposure_close (knem: a
+ * region; CMA: an address; shm: a segment).  With publish, the current
+ * content is readable at once.  After changing exposed bytes locally call
+ * _publish; before reading bytes peers wrote call _collect (both no-ops
+ * except on shm).  The exposure must be closed before its transport. */
+int knem_rs_expose(knem_rs_transport *t, void *buf, size_t len, int publish,
+		   knem_rs_exposure **out);
+int knem_rs_exposure_descriptor(const knem_rs_exposure *e, knem_rs_desc *out);
+int knem_rs_exposure_publish(knem_rs_exposure *e, size_t offset, size_t len);
+int knem_rs_exposure_collect(knem_rs_exposure *e, size_t offset, size_t len);
+void knem_rs_exposure_close(knem_rs_exposure *e);
+
+/* Copies from/to a peer's exposure at offset; clamped at either end. */
+ssize_t knem_rs_read(knem_rs_transport *t, const knem_rs_desc *remote,
+		     uint64_t offset, void *buf, size_t len);
+ssize_t knem_rs_write(knem_rs_transport *t, const knem_rs_desc *remote,
+		      uint64_t offset, const void *buf, size_t len);
+ssize_t knem_rs_readv(knem_rs_transport *t, const knem_rs_desc *remote,
+		      uint64_t offset, const struct iovec *iov, int iovcnt);
+ssize_t knem_rs_writev(knem_rs_transport *t, const knem_rs_desc *remote,
+		       uint64_t offset, const struct iovec *iov, int iovcnt);
+
+/* Teams.  _attach_env: as started by knem-run (KNEM_RS_TEAM, _RANK, _SIZE).
+ * _attach: from another launcher, by control-block name; transport as in
+ * knem_rs_transport_open.  Both return once every rank attached. */
+int knem_rs_team_attach_env(knem_rs_team **out);
+int knem_rs_team_attach(const char *name, int rank, int size,
+			const char *transport, knem_rs_team **out);
+int knem_rs_team_rank(const knem_rs_team *team);
+int knem_rs_team_size(const knem_rs_team *team);
+const char *knem_rs_team_transport_name(const knem_rs_team *team);
+int knem_rs_team_barrier(knem_rs_team *team);
+/* Small-message allgather: n <= 8 words in, size*8 words out. */
+int knem_rs_team_allgather_words(knem_rs_team *team, const uint64_t *words,
+				 size_t n, uint64_t *out);
+/* The planner's choice for op on n bytes per block. */
+int knem_rs_team_plan(const knem_rs_team *team, int op, size_t n, int *alg,
+		      int *k, double *predicted_seconds);
+void knem_rs_team_close(knem_rs_team *team);
+
+/* Collectives (every rank calls them with the same root/alg/k). */
+int knem_rs_bcast(knem_rs_team *team, void *buf, size_t len, int root,
+		  int alg, int k);
+int knem_rs_scatter(knem_rs_team *team, const void *send, void *recv,
+		    size_t n, int root, int alg, int k);
+int knem_rs_scatterv(knem_rs_team *team, const void *send, size_t send_len,
+		     const size_t *counts, const size_t *displs, void *recv,
+		     size_t recv_len, int root, int alg, int k);
+int knem_rs_gather(knem_rs_team *team, const void *send, void *recv,
+		   size_t n, int root, int alg, int k);
+int knem_rs_gatherv(knem_rs_team *team, const void *send, size_t send_len,
+		    void *recv, size_t recv_len, const size_t *counts,
+		    const size_t *displs, int root, int alg, int k);
+int knem_rs_allgather(knem_rs_team *team, const void *send, void *recv,
+		      size_t n, int alg, int k);
+int knem_rs_alltoall(knem_rs_team *team, const void *send, void *recv,
+		     size_t n, int alg, int k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KNEM_RS_H */

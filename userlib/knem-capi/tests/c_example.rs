@@ -1,0 +1,130 @@
+//! The header compiles cleanly as strict C11, the pkg-config file is
+//! generated, and the example C program, linked against the static
+//! library, passes on teams over every transport available here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory holding libknem_rs.a: cargo builds the library's
+/// staticlib next to the test binary's deps directory.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let dir = deps.parent().unwrap().to_path_buf();
+    assert!(
+        dir.join("libknem_rs.a").exists(),
+        "no libknem_rs.a in {}",
+        dir.display()
+    );
+    dir
+}
+
+fn cc() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".into())
+}
+
+fn have_cc() -> bool {
+    Command::new(cc()).arg("--version").output().is_ok()
+}
+
+#[test]
+fn header_compiles_strict() {
+    if !have_cc() {
+        eprintln!("skipping: no C compiler");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("knem_rs_hdr_{}.o", std::process::id()));
+    let src = std::env::temp_dir().join(format!("knem_rs_hdr_{}.c", std::process::id()));
+    std::fs::write(
+        &src,
+        "#include <knem_rs.h>\n_Static_assert(sizeof(knem_rs_desc) == 32, \"desc\");\nint main(void){return KNEM_RS_ALG_AUTO;}\n",
+    )
+    .unwrap();
+    let st = Command::new(cc())
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-c"])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
+    let _ = std::fs::remove_file(&src);
+    let _ = std::fs::remove_file(&out);
+    assert!(st.success());
+}
+
+fn build_example(dir: &Path) -> PathBuf {
+    let exe = dir.join(format!("knem-rs-example-{}", std::process::id()));
+    let st = Command::new(cc())
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-O1"])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg(crate_dir().join("examples/example.c"))
+        .arg(lib_dir().join("libknem_rs.a"))
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "example failed to build");
+    exe
+}
+
+#[test]
+fn example_runs_on_every_transport() {
+    if !have_cc() {
+        eprintln!("skipping: no C compiler");
+        return;
+    }
+    let exe = build_example(&std::env::temp_dir());
+    for kind in knem_transport::Kind::ALL {
+        if let Err(e) = knem_transport::open(kind) {
+            eprintln!("skipping {kind}: {e}");
+            continue;
+        }
+        for n in [1, 2, 5] {
+            let out = knem_coll::launch::run(n, |_| {
+                let mut c = Command::new(&exe);
+                c.env(knem_transport::ENV_TRANSPORT, kind.name())
+                    .env("KNEM_RS_TIMEOUT", "30");
+                c
+            })
+            .unwrap();
+            assert!(
+                out.success(),
+                "C example on {n} ranks with {kind}: {:?}",
+                out.codes
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&exe);
+}
+
+#[test]
+fn pkg_config_file_is_generated() {
+    let dir = std::env::temp_dir().join(format!("knem_rs_pc_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let st = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(crate_dir())
+        .arg("pkgconfig")
+        .arg("PREFIX=/opt/knem-rs")
+        .status();
+    let Ok(st) = st else {
+        eprintln!("skipping: no make");
+        return;
+    };
+    assert!(st.success());
+    let pc = std::fs::read_to_string(crate_dir().join("knem_rs.pc")).unwrap();
+    assert!(
+        pc.contains("prefix=/opt/knem-rs") && pc.contains("-lknem_rs"),
+        "{pc}"
+    );
+    assert!(pc.contains("Version: 0."), "{pc}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

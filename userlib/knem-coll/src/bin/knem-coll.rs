@@ -1,0 +1,272 @@
+//! knem-coll: calibrate the cost model, explain the planner, check and
+//! benchmark the collectives.  Commands that need a team start one
+//! themselves (`-n`) unless already run under knem-run.
+
+use clap::{Parser, Subcommand};
+use knem_coll::{bench, calibrate, check, model, Op, Params, Team};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "knem-coll",
+    version,
+    about = "Contention-aware collectives: calibrate, explain, check, bench"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Measure α, β, l, γ_c with the transport in use and store them.
+    Calibrate {
+        /// Team size (readers = n-1).
+        #[arg(short = 'n', default_value_t = 4)]
+        n: usize,
+        /// Repetitions per point.
+        #[arg(long, default_value_t = 30)]
+        reps: usize,
+        /// Model file (default $KNEM_RS_MODEL or $XDG_CACHE_HOME/knem-rs/model.json).
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
+    /// Print the predicted cost of every candidate algorithm.
+    Explain {
+        /// bcast, scatter, gather, allgather, alltoall.
+        #[arg(long)]
+        op: String,
+        /// Bytes per block (bcast: the message).
+        #[arg(long)]
+        size: String,
+        /// Team size.
+        #[arg(short = 'p', default_value_t = 8)]
+        p: usize,
+        /// NUMA nodes.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
+        /// Parameters: knl, broadwell, power8 (seed 002 Table IV).
+        #[arg(long)]
+        preset: Option<String>,
+        /// Transport whose calibration to use (default: the automatic one).
+        #[arg(long)]
+        transport: Option<String>,
+        /// Model file.
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
+    /// Check every collective × algorithm × size on a team.
+    Check {
+        /// Team size.
+        #[arg(short = 'n', default_value_t = 4)]
+        n: usize,
+        /// Smaller big sizes.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Time every collective × algorithm × size and the planner's choice.
+    Bench {
+        /// Team size.
+        #[arg(short = 'n', default_value_t = 4)]
+        n: usize,
+        /// Operations (default all).
+        #[arg(long, value_delimiter = ',')]
+        ops: Vec<String>,
+        /// Total sizes.
+        #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M,8M")]
+        sizes: Vec<String>,
+        /// Repetitions.
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Also write JSON rows here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("knem-coll: {e}");
+    ExitCode::FAILURE
+}
+
+fn relaunch(n: usize) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match knem_coll::launch::run_self(n, &args) {
+        Ok(o) if o.success() => ExitCode::SUCCESS,
+        Ok(o) => fail(format!("a rank failed (exit codes {:?})", o.codes)),
+        Err(e) => fail(e),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Explain {
+            op,
+            size,
+            p,
+            nodes,
+            preset,
+            transport,
+            model,
+        } => {
+            let op: Op = match op.parse() {
+                Ok(o) => o,
+                Err(e) => return fail(e),
+            };
+            let Some(n) = bench::parse_size(&size) else {
+                return fail(format!("bad size {size:?}"));
+            };
+            let params = if let Some(name) = preset {
+                match Params::preset(&name) {
+                    Some(p) => p,
+                    None => {
+                        return fail(format!("unknown preset {name:?} (knl, broadwell, power8)"))
+                    }
+                }
+            } else {
+                let kind = match transport.map(|t| t.parse()).transpose() {
+                    Ok(Some(k)) => k,
+                    Ok(None) => match knem_transport::from_env() {
+                        Ok(t) => t.kind(),
+                        Err(e) => return fail(e),
+                    },
+                    Err(e) => return fail(e),
+                };
+                let path = model.unwrap_or_else(model::model_path);
+                model::load(&path)
+                    .ok()
+                    .and_then(|mut m| m.remove(kind.name()))
+                    .unwrap_or_default()
+            };
+            let group = p.div_ceil(nodes.max(1));
+            println!(
+                "{op} of {n} B on {p} ranks ({nodes} node(s)); parameters: {}",
+                params.source
+            );
+            println!(
+                "{:<20} {:>14} {:>10}",
+                "algorithm", "predicted_us", "vs_best"
+            );
+            let all = params.explain(op, n as u64, p, nodes, group);
+            let best = all.first().map_or(1.0, |b| b.1);
+            for (i, (a, c)) in all.iter().enumerate() {
+                println!(
+                    "{:<20} {:>14.2} {:>10.2}{}",
+                    a.to_string(),
+                    c * 1e6,
+                    c / best,
+                    if i == 0 { "  <- chosen" } else { "" }
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::Calibrate { n, reps, model } => {
+            if !Team::in_team() {
+                return relaunch(n);
+            }
+            let mut team = match Team::from_env() {
+                Ok(t) => t,
+                Err(e) => return fail(e),
+            };
+            match calibrate::calibrate(&mut team, reps) {
+                Ok(Some(p)) => {
+                    let path = model.unwrap_or_else(model::model_path);
+                    if let Err(e) = model::store(&path, team.transport().kind(), &p) {
+                        return fail(e);
+                    }
+                    println!(
+                        "{}: alpha {:.3} us, beta^-1 {:.2} GB/s, l {:.4} us/page, s {} B, gamma(c) = {:.4} c^2 + {:.4} c, sync {:.2} us",
+                        p.source,
+                        p.alpha * 1e6,
+                        if p.beta > 0.0 { 1e-9 / p.beta } else { f64::INFINITY },
+                        p.l * 1e6,
+                        p.page,
+                        p.gamma_a,
+                        p.gamma_b,
+                        p.sync * 1e6
+                    );
+                    println!("gamma points: {:?}", p.gamma_points);
+                    println!("stored in {}", path.display());
+                    ExitCode::SUCCESS
+                }
+                Ok(None) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::Check { n, quick } => {
+            if !Team::in_team() {
+                return relaunch(n);
+            }
+            let mut team = match Team::from_env() {
+                Ok(t) => t,
+                Err(e) => return fail(e),
+            };
+            let (small, big) = check::sizes(quick);
+            match check::sweep(&mut team, &small, &big) {
+                Ok(c) => {
+                    if team.rank() == 0 {
+                        println!(
+                            "ok: {c} collectives checked on {} ranks with {}",
+                            team.size(),
+                            team.transport().kind()
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(format!("rank {}: {e}", team.rank())),
+            }
+        }
+        Cmd::Bench {
+            n,
+            ops,
+            sizes,
+            reps,
+            out,
+        } => {
+            if !Team::in_team() {
+                return relaunch(n);
+            }
+            let ops: Vec<Op> = if ops.is_empty() {
+                Op::ALL.to_vec()
+            } else {
+                match ops.iter().map(|o| o.parse()).collect() {
+                    Ok(v) => v,
+                    Err(e) => return fail(e),
+                }
+            };
+            let Some(sizes) = sizes
+                .iter()
+                .map(|s| bench::parse_size(s))
+                .collect::<Option<Vec<_>>>()
+            else {
+                return fail("bad size list");
+            };
+            let mut team = match Team::from_env() {
+                Ok(t) => t,
+                Err(e) => return fail(e),
+            };
+            match bench::run(&mut team, &ops, &sizes, reps) {
+                Ok(rows) if team.rank() == 0 => {
+                    println!(
+                        "{} ranks, transport {}, model: {}",
+                        team.size(),
+                        team.transport().kind(),
+                        team.params().source
+                    );
+                    bench::print(&rows);
+                    if let Some(path) = out {
+                        let text = serde_json::to_string_pretty(&rows).unwrap_or_default();
+                        if let Err(e) = std::fs::write(&path, text) {
+                            return fail(format!("{}: {e}", path.display()));
+                        }
+                    }
+                    ExitCode::SUCCESS
+                }
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(format!("rank {}: {e}", team.rank())),
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Errors of teams and collectives.
+
+use nix::errno::Errno;
+
+/// Result of a team operation.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] knem_transport::Error),
+    /// A system call failed.
+    #[error("{call}: {errno}")]
+    Sys {
+        /// The call.
+        call: &'static str,
+        /// Its errno.
+        errno: Errno,
+    },
+    /// Not started by knem-run and no team given.
+    #[error("no team: {0} is not set (start the program with `knem-run -n N -- prog`)")]
+    NoTeam(&'static str),
+    /// Bad arguments.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// A peer did not arrive in time (it probably died).
+    #[error("timed out after {secs} s waiting for {what} (a peer died or is stuck?)")]
+    Timeout {
+        /// What the rank waited for.
+        what: &'static str,
+        /// The limit.
+        secs: u64,
+    },
+    /// An I/O error (model file, team file).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn sys(call: &'static str) -> impl FnOnce(Errno) -> Error {
+        move |errno| Error::Sys { call, errno }
+    }
+
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+        let what = what.into();
+        move |source| Error::Io { what, source }
+    }
+
+    /// The errno closest to this error (for the C API).
+    pub fn errno(&self) -> Errno {
+        match self {
+            Error::Transport(e) => e.errno().unwrap_or(Errno::EIO),
+            Error::Sys { errno, .. } => *errno,
+            Error::NoTeam(_) => Errno::ENOENT,
+            Error::Invalid(_) => Errno::EINVAL,
+            Error::Timeout { .. } => Errno::ETIMEDOUT,
+            Error::Io { source, .. } => source
+                .raw_os_error()
+                .map(Errno::from_raw)
+                .unwrap_or(Errno::EIO),
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! The seed 002 cost model T = α + nβ + lγ_c⌈n/s⌉, its parameters, and the
+//! planner that picks an algorithm (and k) per operation, size and team size.
+
+use crate::error::{Error, Result};
+use knem_transport::Kind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// A collective operation (the v-variants plan like their plain forms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// One-to-all, same data.
+    Bcast,
+    /// One-to-all, personalised (scatter, scatterv).
+    Scatter,
+    /// All-to-one (gather, gatherv).
+    Gather,
+    /// All-to-all, same data.
+    Allgather,
+    /// All-to-all, personalised.
+    Alltoall,
+}
+
+impl Op {
+    /// Every operation.
+    pub const ALL: [Op; 5] = [
+        Op::Bcast,
+        Op::Scatter,
+        Op::Gather,
+        Op::Allgather,
+        Op::Alltoall,
+    ];
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Bcast => "bcast",
+            Op::Scatter => "scatter",
+            Op::Gather => "gather",
+            Op::Allgather => "allgather",
+            Op::Alltoall => "alltoall",
+        }
+    }
+
+    /// The algorithms that implement this operation for `p` ranks on
+    /// `nodes` NUMA nodes (k-variants for k = 2, 4, 8, ... below p).
+    pub fn algorithms(self, p: usize, nodes: usize) -> Vec<Algorithm> {
+        let ks = || {
+            let mut v = Vec::new();
+            let mut k = 2;
+            while k < p.saturating_sub(1) {
+                v.push(k);
+                k *= 2;
+            }
+            v
+        };
+        use Algorithm::*;
+        let mut out = match self {
+            Op::Bcast => {
+                let mut v = vec![DirectRead, DirectWrite];
+                v.extend(ks().into_iter().map(Throttled));
+                let mut k = 2;
+                while k < p.max(3) {
+                    v.push(Knomial(k));
+                    k *= 2;
+                }
+                v.push(ScatterAllgather);
+                if nodes > 1 {
+                    v.push(Hierarchical);
+                }
+                v
+            }
+            Op::Scatter => {
+                let mut v = vec![DirectRead, Sequential];
+                v.extend(ks().into_iter().map(Throttled));
+                v
+            }
+            Op::Gather => {
+                let mut v = vec![DirectWrite, Sequential];
+                v.extend(ks().into_iter().map(Throttled));
+                v
+            }
+            Op::Allgather => vec![RingSource, RingNeighbor],
+            Op::Alltoall => vec![Pairwise, Ring],
+        };
+        out.dedup();
+        out
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Op {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Op> {
+        let s = s.trim().to_ascii_lowercase();
+        let s = s.trim_end_matches('v');
+        Op::ALL
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| Error::Invalid(format!("unknown operation {s:?}")))
+    }
+}
+
+/// A collective algorithm (seed 002 / seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algorithm {
+    /// Everyone reads from the source at once (parallel reads).
+    DirectRead,
+    /// Bcast: root writes to everyone in turn.  Gather: everyone writes
+    /// into the root at once.
+    DirectWrite,
+    /// At most k concurrent readers (one-to-all) or writers (all-to-one).
+    Throttled(usize),
+    /// Scatter: root writes to each in turn.  Gather: root reads each in turn.
+    Sequential,
+    /// Bcast along a k-nomial tree, each source read by up to k-1 children.
+    Knomial(usize),
+    /// Bcast: root scatters p chunks (sequential writes), then a
+    /// contention-free ring-source allgather.
+    ScatterAllgather,
+    /// Bcast: node leaders read from the root, then members from their leader.
+    Hierarchical,
+    /// Allgather: step i reads block rank-i from its owner.
+    RingSource,
+    /// Allgather: step i reads block rank-i from the left neighbour.
+    RingNeighbor,
+    /// Alltoall: step i reads from rank XOR i (p a power of two) or rank-i.
+    Pairwise,
+    /// Alltoall: step i writes to rank+i.
+    Ring,
+}
+
+impl Algorithm {
+    /// Encode as (code, k) for the C API and the plan word.
+    pub fn code(self) -> (u32, u32) {
+        use Algorithm::*;
+        match self {
+            DirectRead => (1, 0),
+            DirectWrite => (2, 0),
+            Throttled(k) => (3, k as u32),
+            Sequential => (4, 0),
+            Knomial(k) => (5, k as u32),
+            ScatterAllgather => (6, 0),
+            Hierarchical => (7, 0),
+            RingSource => (8, 0),
+            RingNeighbor => (9, 0),
+            Pairwise => (10, 0),
+            Ring => (11, 0),
+        }
+    }
+
+    /// Decode [`Algorithm::code`]; code 0 is "let the planner choose".
+    pub fn from_code(code: u32, k: u32) -> Option<Algorithm> {
+        use Algorithm::*;
+        let k = (k as usize).max(1);
+        Some(match code {
+            1 => DirectRead,
+            2 => DirectWrite,
+            3 => Throttled(k),
+            4 => Sequential,
+            5 => Knomial(k.max(2)),
+            6 => ScatterAllgather,
+            7 => Hierarchical,
+            8 => RingSource,
+            9 => RingNeighbor,
+            10 => Pairwise,
+            11 => Ring,
+            _ => return None,
+        })
+    }
+
+    /// Whether this algorithm implements `op`.
+    pub fn supports(self, op: Op) -> bool {
+        use Algorithm::*;
+        matches!(
+            (op, self),
+            (
+                Op::Bcast,
+                DirectRead | DirectWrite | Throttled(_) | Knomial(_)
+            ) | (Op::Bcast, ScatterAllgather | Hierarchical)
+                | (Op::Scatter, DirectRead | Sequential | Throttled(_))
+                | (Op::Gather, DirectWrite | Sequential | Throttled(_))
+                | (Op::Allgather, RingSource | RingNeighbor)
+                | (Op::Alltoall, Pairwise | Ring)
+        )
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Algorithm::*;
+        match self {
+            DirectRead => f.write_str("direct-read"),
+            DirectWrite => f.write_str("direct-write"),
+            Throttled(k) => write!(f, "throttled-{k}"),
+            Sequential => f.write_str("sequential"),
+            Knomial(k) => write!(f, "knomial-{k}"),
+            ScatterAllgather => f.write_str("scatter-allgather"),
+            Hierarchical => f.write_str("hierarchical"),
+            RingSource => f.write_str("ring-source"),
+            RingNeighbor => f.write_str("ring-neighbor"),
+            Pairwise => f.write_str("pairwise"),
+            Ring => f.write_str("ring"),
+        }
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Algorithm> {
+        use Algorithm::*;
+        let s = s.trim().to_ascii_lowercase();
+        let with_k =
+            |prefix: &str| -> Option<usize> { s.strip_prefix(prefix).and_then(|k| k.parse().ok()) };
+        if let Some(k) = with_k("throttled-") {
+            return Ok(Throttled(k.max(1)));
+        }
+        if let Some(k) = with_k("knomial-") {
+            return Ok(Knomial(k.max(2)));
+        }
+        Ok(match s.as_str() {
+            "direct-read" => DirectRead,
+            "direct-write" => DirectWrite,
+            "sequential" => Sequential,
+            "scatter-allgather" => ScatterAllgather,
+            "hierarchical" => Hierarchical,
+            "ring-source" => RingSource,
+            "ring-neighbor" => RingNeighbor,
+            "pairwise" => Pairwise,
+            "ring" => Ring,
+            _ => return Err(Error::Invalid(format!("unknown algorithm {s:?}"))),
+        })
+    }
+}
+
+/// Model parameters (seconds, bytes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Where they come from (a preset name or "calibrated on ...").
+    pub source: String,
+    /// α: startup cost per message.
+    pub alpha: f64,
+    /// β: transfer time per byte.
+    pub beta: f64,
+    /// l: time to lock and pin a page without contention.
+    pub l: f64,
+    /// s: page size.
+    pub page: u64,
+    /// γ_c = a·c² + b·c for c > 1 concurrent accessors (γ_1 = 1).
+    pub gamma_a: f64,
+    /// See `gamma_a`.
+    pub gamma_b: f64,
+    /// Cost of a small-message collective step (T^sm = sync·⌈lg p⌉).
+    pub sync: f64,
+    /// Cost of one point-to-point signal (throttling, trees).
+    pub signal: f64,
+    /// Measured γ points (c, γ_c), for the record.
+    #[serde(default)]
+    pub gamma_points: Vec<(usize, f64)>,
+}
+
+impl Default for Params {
+    /// A mid-range x86 guess (Broadwell-like), used until `calibrate` ran.
+    fn default() -> Params {
+        let mut p = Params::broadwell();
+        p.source = "default (Broadwell-like guess; run `knem-coll calibrate`)".into();
+        p
+    }
+}
+
+const US: f64 = 1e-6;
+
+impl Params {
+    fn table_iv(
+        name: &str,
+        alpha_us: f64,
+        gbps: f64,
+        l_us: f64,
+        page: u64,
+        a: f64,
+        b: f64,
+    ) -> Params {
+        Params {
+            source: format!("seed 002 Table IV, {name}"),
+            alpha: alpha_us * US,
+            beta: 1.0 / (gbps * 1e9),
+            l: l_us * US,
+            page,
+            gamma_a: a,
+            gamma_b: b,
+            sync: 1.0 * US,
+            signal: 0.5 * US,
+            gamma_points: Vec::new(),
+        }
+    }
+
+    /// Seed 002 Table IV: Knights Landing.
+    pub fn knl() -> Params {
+        Params::table_iv("KNL", 1.43, 3.29, 0.25, 4096, 0.11, 1.6)
+    }
+
+    /// Seed 002 Table IV: Broadwell.
+    pub fn broadwell() -> Params {
+        Params::table_iv("Broadwell", 0.98, 13.2, 0.11, 4096, 0.18, 0.83)
+    }
+
+    /// Seed 002 Table IV: Power8.
+    pub fn power8() -> Params {
+        Params::table_iv("Power8", 0.75, 3.17, 0.53, 65536, 0.04, 1.95)
+    }
+
+    /// A preset by name (knl, broadwell, power8).
+    pub fn preset(name: &str) -> Option<Params> {
+        match name.to_ascii_lowercase().as_str() {
+            "knl" => Some(Params::knl()),
+            "broadwell" => Some(Params::broadwell()),
+            "power8" => Some(Params::power8()),
+            _ => None,
+        }
+    }
+
+    /// γ_c.
+    pub fn gamma(&self, c: usize) -> f64 {
+        if c <= 1 {
+            1.0
+        } else {
+            let c = c as f64;
+            (self.gamma_a * c * c + self.gamma_b * c).max(1.0)
+        }
+    }
+
+    /// One transfer of n bytes with c concurrent accessors of the source.
+    pub fn transfer(&self, n: u64, c: usize) -> f64 {
+        if n == 0 {
+            return self.alpha;
+        }
+        let pages = n.div_ceil(self.page.max(1)) as f64;
+        self.alpha + n as f64 * self.beta + self.l * self.gamma(c) * pages
+    }
+
+    fn t_sm(&self, p: usize) -> f64 {
+        self.sync * (p.max(2) as f64).log2().ceil()
+    }
+
+    /// Predicted time of `alg` for `op` with `n` bytes per block (the whole
+    /// message for bcast) on `p` ranks, `nodes` NUMA nodes of at most
+    /// `group` ranks.  None when the algorithm does not implement `op`.
+    pub fn cost(
+        &self,
+        op: Op,
+        alg: Algorithm,
+        n: u64,
+        p: usize,
+        nodes: usize,
+        group: usize,
+    ) -> Option<f64> {
+        use Algorithm::*;
+        if !alg.supports(op) {
+            return None;
+        }
+        if p <= 1 {
+            return Some(0.0);
+        }
+        let q = p - 1;
+        let sm = self.t_sm(p);
+        let t = |n, c| self.transfer(n, c);
+        Some(match alg {
+            DirectRead => 2.0 * sm + t(n, q),
+            DirectWrite if op == Op::Gather => 2.0 * sm + t(n, q),
+            DirectWrite | Sequential => 2.0 * sm + q as f64 * t(n, 1),
+            Throttled(k) => {
+                let k = k.clamp(1, q);
+                2.0 * sm + q.div_ceil(k) as f64 * (t(n, k) + self.signal)
+            }
+            Knomial(k) => {
+                let k = k.max(2);
+                let mut rounds = 0u32;
+                let mut span = 1usize;
+                while span < p {
+                    span = span.saturating_mul(k);
+                    rounds += 1;
+                }
+                2.0 * sm + f64::from(rounds) * (t(n, k - 1) + self.signal)
+            }
+            ScatterAllgather => {
+                let c = n.div_ceil(p as u64);
+                3.0 * sm + 2.0 * q as f64 * t(c, 1)
+            }
+            Hierarchical => {
+                let leaders = nodes.max(1) - 1;
+                let members = group.max(1) - 1;
+                2.0 * sm
+                    + if leaders > 0 {
+                        t(n, leaders) + self.signal
+                    } else {
+                        0.0
+                    }
+                    + if members > 0 { t(n, members) } else { 0.0 }
+            }
+            RingSource | Pairwise | Ring => 2.0 * sm + q as f64 * t(n, 1),
+            RingNeighbor => 2.0 * sm + q as f64 * (t(n, 1) + self.signal),
+        })
+    }
+
+    /// Every candidate with its predicted cost, cheapest first (ties keep
+    /// the order of [`Op::algorithms`]).
+    pub fn explain(
+        &self,
+        op: Op,
+        n: u64,
+        p: usize,
+        nodes: usize,
+        group: usize,
+    ) -> Vec<(Algorithm, f64)> {
+        let mut v: Vec<(Algorithm, f64)> = op
+            .algorithms(p, nodes)
+            .into_iter()
+            .filter_map(|a| self.cost(op, a, n, p, nodes, group).map(|c| (a, c)))
+            .collect();
+        v.sort_by(|a, b| a.1.total_cmp(&b.1));
+        v
+    }
+
+    /// The planner's choice and its predicted cost.
+    pub fn plan(&self, op: Op, n: u64, p: usize, nodes: usize, group: usize) -> (Algorithm, f64) {
+        self.explain(op, n, p, nodes, group)
+            .into_iter()
+            .next()
+            .unwrap_or((op.algorithms(p, nodes)[0], 0.0))
+    }
+
+    /// Fit γ_c = a·c² + b·c to measured points by least squares.
+    pub fn fit_gamma(points: &[(usize, f64)]) -> (f64, f64) {
+        // Normal equations of min Σ (a c² + b c − g)².
+        let (mut s4, mut s3, mut s2, mut s2g, mut s1g) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for &(c, g) in points {
+            let c = c as f64;
+            s4 += c.powi(4);
+            s3 += c.powi(3);
+            s2 += c * c;
+            s2g += c * c * g;
+            s1g += c * g;
+        }
+        let det = s4 * s2 - s3 * s3;
+        if det.abs() < 1e-12 {
+            let b = if s2 > 0.0 { s1g / s2 } else { 1.0 };
+            return (0.0, b);
+        }
+        let a = (s2g * s2 - s3 * s1g) / det;
+        if a < 0.0 {
+            // A concave fit extrapolates to γ < 1 at high concurrency
+            // (typical with few points); keep it linear instead.
+            return (0.0, s1g / s2);
+        }
+        (a, (s4 * s1g - s3 * s2g) / det)
+    }
+}
+
+/// Environment: the model file.
+pub const ENV_MODEL: &str = "KNEM_RS_MODEL";
+
+/// Where the model lives: $KNEM_RS_MODEL, else
+/// $XDG_CACHE_HOME/knem-rs/model.json, else ~/.cache/knem-rs/model.json.
+pub fn model_path() -> PathBuf {
+    if let Some(p) = std::env::var_os(ENV_MODEL) {
+        return PathBuf::from(p);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("knem-rs").join("model.json")
+}
+
+/// The model file: parameters per transport.
+pub type ModelFile = BTreeMap<String, Params>;
+
+/// Read the model file at `path`.
+pub fn load(path: &std::path::Path) -> Result<ModelFile> {
+    let text =
+        std::fs::read_to_string(path).map_err(Error::io(format!("read {}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
+}
+
+/// Store `params` for `kind` in the model file at `path`, keeping others.
+pub fn store(path: &std::path::Path, kind: Kind, params: &Params) -> Result<()> {
+    let mut all = load(path).unwrap_or_default();
+    all.insert(kind.name().to_string(), params.clone());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
+    }
+    let text = serde_json::to_string_pretty(&all).map_err(|e| Error::Invalid(e.to_string()))?;
+    std::fs::write(path, text).map_err(Error::io(format!("write {}", path.display())))
+}
+
+impl Params {
+    /// The calibrated parameters of `kind` from [`model_path`], if any.
+    pub fn load_for(kind: Kind) -> Option<Params> {
+        load(&model_path()).ok()?.remove(kind.name())
+    }
+}

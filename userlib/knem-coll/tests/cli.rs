@@ -1,0 +1,107 @@
+//! The command-line tools: knem-run propagates failures with one line,
+//! knem-coll explains every candidate and fails with one clear line.
+
+use std::process::Command;
+
+fn run(exe: &str, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(exe).args(args).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+#[test]
+fn knem_run_sets_the_team_and_reports_failures() {
+    let run_exe = env!("CARGO_BIN_EXE_knem-run");
+    let (code, out, _) = run(
+        run_exe,
+        &[
+            "-n",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "echo $KNEM_RS_RANK/$KNEM_RS_SIZE",
+        ],
+    );
+    assert_eq!(code, 0);
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["0/3", "1/3", "2/3"]);
+    let (code, _, err) = run(
+        run_exe,
+        &["-n", "2", "--", "sh", "-c", "exit $((3 + KNEM_RS_RANK))"],
+    );
+    assert_eq!(code, 3);
+    assert!(err.contains("rank 1 exited with status 4"), "{err}");
+    let (code, _, err) = run(run_exe, &["-n", "2", "--transport", "xpmem", "--", "true"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn explain_lists_every_candidate() {
+    let exe = env!("CARGO_BIN_EXE_knem-coll");
+    let (code, out, _) = run(
+        exe,
+        &[
+            "explain", "--op", "scatter", "--size", "1M", "-p", "64", "--preset", "knl",
+        ],
+    );
+    assert_eq!(code, 0);
+    for a in [
+        "direct-read",
+        "sequential",
+        "throttled-2",
+        "throttled-4",
+        "throttled-8",
+        "throttled-32",
+    ] {
+        assert!(out.contains(a), "{a} missing:\n{out}");
+    }
+    let chosen = out.lines().find(|l| l.contains("<- chosen")).unwrap();
+    assert!(
+        chosen.starts_with("throttled-8") || chosen.starts_with("throttled-4"),
+        "{chosen}"
+    );
+    let (code, _, err) = run(exe, &["explain", "--op", "reduce", "--size", "1M"]);
+    assert_ne!(code, 0);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("knem-coll: "), "{err}");
+}
+
+#[test]
+fn calibrate_and_bench_on_a_small_team() {
+    let exe = env!("CARGO_BIN_EXE_knem-coll");
+    let model = std::env::temp_dir().join(format!("knem-rs-cli-model-{}.json", std::process::id()));
+    let m = model.to_str().unwrap();
+    let (code, out, err) = run(exe, &["calibrate", "-n", "2", "--reps", "3", "--model", m]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("alpha") && out.contains("stored in"), "{out}");
+    let text = std::fs::read_to_string(&model).unwrap();
+    assert!(text.contains("\"alpha\""), "{text}");
+    let o = Command::new(exe)
+        .args([
+            "bench",
+            "-n",
+            "2",
+            "--reps",
+            "1",
+            "--sizes",
+            "4K",
+            "--ops",
+            "bcast,alltoall",
+        ])
+        .env("KNEM_RS_MODEL", &model)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("<- planner") && out.contains("planner_choice"),
+        "{out}"
+    );
+    let _ = std::fs::remove_file(&model);
+}

@@ -1,0 +1,125 @@
+//! Every collective × algorithm × transport, team sizes 1–8, sizes 0 B to
+//! 16 MiB (big ones sampled), data checked on every rank.  Teams are this
+//! test binary re-run under the launcher, entering `member`.
+
+use knem_coll::{check, launch, Team};
+use knem_transport::Kind;
+use std::process::Command;
+
+const ROLE: &str = "KNEM_RS_TEST_ROLE";
+
+/// The team member's side: does nothing unless started by `team`.
+#[test]
+fn member() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let mut team = Team::from_env().expect("attach");
+    let (small, big) = check::sizes(true);
+    let big = if role == "big" { big } else { Vec::new() };
+    let count = if role == "bcast" {
+        let mut c = 0;
+        for alg in check::variants(knem_coll::Op::Bcast, team.size()) {
+            for (i, size) in small.iter().enumerate() {
+                for root in 0..team.size() {
+                    check::run_one(
+                        &mut team,
+                        knem_coll::Op::Bcast,
+                        alg,
+                        *size,
+                        root,
+                        false,
+                        (i * 100 + root) as u64,
+                    )
+                    .unwrap_or_else(|e| panic!("rank {}: {e}", team.rank()));
+                    c += 1;
+                }
+            }
+        }
+        c
+    } else {
+        check::sweep(&mut team, &small, &big)
+            .unwrap_or_else(|e| panic!("rank {}: {e}", team.rank()))
+    };
+    assert!(count > 0 || team.size() == 0);
+}
+
+fn team(kind: Kind, n: usize, role: &str, extra: &[(&str, &str)]) {
+    let exe = std::env::current_exe().unwrap();
+    let out = launch::run(n, |_| {
+        let mut c = Command::new(&exe);
+        c.args(["--exact", "member", "--nocapture", "--test-threads=1", "-q"])
+            .env(knem_transport::ENV_TRANSPORT, kind.name())
+            .env(ROLE, role)
+            .env("KNEM_RS_TIMEOUT", "40")
+            .env("KNEM_RS_MODEL", "/nonexistent/knem-rs-test-model.json");
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c
+    })
+    .unwrap();
+    assert!(
+        out.success(),
+        "{kind} team of {n} ({role}): exit codes {:?}",
+        out.codes
+    );
+}
+
+fn sweep(kind: Kind, sizes: std::ops::RangeInclusive<usize>) {
+    if let Err(e) = knem_transport::open(kind) {
+        eprintln!("skipping {kind}: {e}");
+        return;
+    }
+    for n in sizes {
+        let role = if n == 3 || n == 8 { "big" } else { "small" };
+        team(kind, n, role, &[]);
+    }
+}
+
+#[test]
+fn cma_teams_1_to_4() {
+    sweep(Kind::Cma, 1..=4);
+}
+
+#[test]
+fn cma_teams_5_to_8() {
+    sweep(Kind::Cma, 5..=8);
+}
+
+#[test]
+fn shm_teams_1_to_4() {
+    sweep(Kind::Shm, 1..=4);
+}
+
+#[test]
+fn shm_teams_5_to_8() {
+    sweep(Kind::Shm, 5..=8);
+}
+
+#[test]
+fn knem_teams_when_the_module_is_loaded() {
+    sweep(Kind::Knem, 1..=8);
+}
+
+/// Hierarchical broadcast over a fake 3-node topology, every root.
+#[test]
+fn hierarchical_bcast_on_fake_numa() {
+    team(Kind::Shm, 6, "bcast", &[("KNEM_RS_NODES", "0,1,2,0,1,2")]);
+    if knem_transport::open(Kind::Cma).is_ok() {
+        team(Kind::Cma, 5, "bcast", &[("KNEM_RS_NODES", "1,1,0,0,1")]);
+    }
+}
+
+#[test]
+fn attach_by_name_without_launcher() {
+    // Two threads of one process can't be two ranks of CMA semantics, but
+    // a 1-rank team attached by name exercises the no-launcher path.
+    let name = launch::fresh_name();
+    let mut t = Team::attach(&name, 0, 1, knem_transport::open(Kind::Shm).unwrap()).unwrap();
+    let mut buf = vec![1u8; 10];
+    t.bcast(&mut buf, 0, None).unwrap();
+    t.barrier().unwrap();
+    assert_eq!(t.allgather_words(&[7, 8]).unwrap()[0][..2], [7, 8]);
+    let _ = std::fs::remove_file(knem_coll::team::team_path(&name));
+}
