@@ -21,7 +21,8 @@ VM_KERNELS ?= 6.1 6.12 6.12-rt
 CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
-.PHONY: all build core-object module tests-bin bench-bin bench host-test abi-test vm-test test \
+.PHONY: all build core-object module tests-bin bench-bin bench fuzz fuzz-smoke \
+	host-test abi-test vm-test test \
 	fmt-check clippy clean
 
 all: build
@@ -62,13 +63,16 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 
-# Per kernel: the shim's own checks, the C conformance programs, the suite.
+# Per kernel: the shim's own checks, the C conformance programs, the suite,
+# and 200 unload/load cycles with suite runs in between.
 vm-test: module tests-bin
 	@set -e; for k in $(VM_KERNELS); do \
 		echo "=== VM checks on kernel $$k ==="; \
 		tests/vm/check-shim --kernel $$k; \
 		tests/conformance/run.sh --kernel $$k; \
 		tests/vm/run --kernel $$k --add $(TESTS_BIN) -- /opt/knem-tests; \
+		tests/vm/run --kernel $$k --timeout 900 --add tests/vm/load-cycles.sh \
+			--add $(TESTS_BIN) -- load-cycles.sh 200; \
 	done
 
 # knem-bench, static so the same binary runs on the host and in the VM.
@@ -82,7 +86,23 @@ BENCH_ARGS ?=
 bench: module bench-bin
 	userlib/knem-bench/scripts/bench.sh $(BENCH_ARGS) $(BENCH_BIN) $(BUILD)/bench
 
-test: fmt-check clippy host-test abi-test vm-test package-test
+# Fuzz /dev/knem in the VM: make fuzz [KERNEL=6.12] [DURATION=1800] [SEED=N]
+KERNEL ?= 6.1
+DURATION ?= 1800
+SEED ?=
+FUZZ_ARGS ?=
+fuzz: module
+	tests/fuzzer/run.sh --kernel $(KERNEL) --duration $(DURATION) \
+		$(if $(SEED),--seed $(SEED)) -- $(FUZZ_ARGS)
+
+# The short fuzz run of `make test`: 30 s on each kernel.
+fuzz-smoke: module
+	@set -e; for k in $(VM_KERNELS); do \
+		echo "=== fuzz 30 s on kernel $$k ==="; \
+		tests/fuzzer/run.sh --kernel $$k --duration 30 -- $(FUZZ_ARGS); \
+	done
+
+test: fmt-check clippy host-test abi-test vm-test fuzz-smoke package-test
 	$(MAKE) bench BENCH_ARGS=--quick
 
 clean:
@@ -118,7 +138,7 @@ DIST_TARBALL := $(DIST_DIR)/$(DIST_NAME).tar.gz
 PKG_TARBALL = $(abspath $(or $(KNEM_RS_TARBALL),$(DIST_TARBALL)))
 BUILDINFO := $(BUILD)/knem_core.BUILDINFO
 # The command-line tools shipped in knem-rs-tools.
-PKG_TOOLS := knem-bench
+PKG_TOOLS := knem-bench knem-stat
 PREBUILT := $(BUILD)/prebuilt
 SOURCE_DATE_EPOCH ?= $(shell git -C $(TOP) log -1 --format=%ct 2>/dev/null || echo 0)
 RPMBUILD_FLAGS ?= $(if $(shell rpm -q --quiet make 2>/dev/null && echo y),,--nodeps)

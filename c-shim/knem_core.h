@@ -23,6 +23,7 @@
 #else
 #include <stdint.h>
 #include <stddef.h>
+typedef uint8_t u8;
 typedef uint32_t u32;
 typedef uint64_t u64;
 #endif
@@ -200,5 +201,76 @@ void knem_shim_ctx_notify(void *shim);
  * exists, -ENOMEM.
  */
 int knem_shim_ctx_bind(void *shim, u32 flags, const void *mask, u32 len);
+
+/*
+ * The owner record of pinned pages (knem_owner.c).  Before pinning pages
+ * pages of the current task, the core asks for a record: it charges them
+ * to the task's mm->pinned_vm, against RLIMIT_MEMLOCK unless CAP_IPC_LOCK
+ * or the account_pinned=0 parameter exempts it (-ENOMEM then, with one
+ * rate-limited log line), and remembers the process.  knem_shim_owner_put()
+ * uncharges the same mm, from any task, and frees the record.
+ */
+int knem_shim_owner_new(u64 pages, void **owner);
+void knem_shim_owner_put(void *owner);
+
+/*
+ * The access_policy module parameter, read at each check: whether another
+ * context's region is usable by its owner's uid (KNEM) or by whoever may
+ * ptrace-attach its owner process (CMA).  The core keeps the order of the
+ * checks and the exceptions (ANY_USER_ACCESS, the creating context).
+ */
+#define KNEM_CORE_ACCESS_UID 0
+#define KNEM_CORE_ACCESS_PTRACE 1
+int knem_shim_access_policy(void);
+
+/*
+ * 1 if the current task may ptrace-attach the owner process of a record
+ * (PTRACE_MODE_ATTACH_REALCREDS, as process_vm_readv), 0 if not or if the
+ * process is gone.  Called outside RCU read sections.
+ */
+int knem_shim_may_access(void *owner);
+
+/*
+ * DMA engine offload (knem_dma.c).  The core decides which copies and
+ * which pieces go to the engine; the shim owns the channel.
+ *
+ * knem_shim_dma_usable(): 1 when the dma parameter allows it and a
+ * DMA_MEMCPY channel can be had now (looked up lazily: a provider loaded
+ * after knem is found; one unloaded while idle is gone), else 0.
+ * knem_shim_dma_min(): pieces shorter than this go to the CPU.
+ *
+ * A batch is one copy's use of the channel: knem_shim_dma_begin() returns
+ * one, or NULL when no channel is usable (the core then copies with the
+ * CPU).  knem_shim_dma_copy() maps both pages of one piece for the
+ * channel's device and submits one descriptor; the piece stays within
+ * each page, the pages stay pinned until knem_shim_dma_end().  It returns
+ * 0 when queued, a negative errno when the piece was not queued (the core
+ * copies it with the CPU).  Queued pieces may already run, so the core
+ * never submits overlapping ones.  knem_shim_dma_end() waits for every
+ * queued piece (stopping the channel if it hangs), unmaps them, frees the
+ * batch: 0, or -EIO when any piece failed.  All may sleep.
+ */
+int knem_shim_dma_usable(void);
+u64 knem_shim_dma_min(void);
+void *knem_shim_dma_begin(void);
+int knem_shim_dma_copy(void *batch, void *dst_page, u32 dst_off,
+		       void *src_page, u32 src_off, u32 len);
+int knem_shim_dma_end(void *batch);
+
+/*
+ * ASYNCDMACOMPLETE: ends a batch without waiting.  Once every queued piece
+ * is done (at once if none is), from the completion callback (any
+ * context), the shim unmaps the pieces and writes KNEM_STATUS_SUCCESS, or
+ * KNEM_STATUS_FAILED when a piece or failed says so, into *slot; slots of
+ * one context (shim, as given to knem_core_ctx_new) are written in the
+ * order of these calls.  Then, from process context, it calls
+ * knem_core_dma_release(token, ok).  The context's release waits for all
+ * of them (stopping the channel if it hangs: the slot says FAILED).
+ */
+void knem_shim_dma_finish_async(void *batch, void *shim, u8 *slot,
+				void *token, int failed);
+
+/* The core's side: give up what the request held; ok = slot is SUCCESS. */
+void knem_core_dma_release(void *token, int ok);
 
 #endif /* KNEM_CORE_H */

@@ -27,8 +27,14 @@ void *knem_shim_alloc(u64 size)
 	knem_might_sleep();
 	if (!size || size > KNEM_MAX_KERNEL_SIZE)
 		return NULL;
-	/* Charged to the caller's memcg: every object is made for a user. */
-	return kvmalloc(size, GFP_KERNEL_ACCOUNT);
+	/*
+	 * Charged to the caller's memcg: every object is made for a user.
+	 * Sizes come from user arguments (iovec counts, page counts), so a
+	 * request the machine cannot satisfy must fail with ENOMEM: no OOM
+	 * killer on its behalf, and no allocation-failure splat in the log.
+	 */
+	return kvmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_NOWARN |
+			      __GFP_RETRY_MAYFAIL);
 }
 
 void knem_shim_free(void *ptr)

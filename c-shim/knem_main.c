@@ -5,6 +5,11 @@
  * An O_RDWR (or O_WRONLY) open gets a core context owned by the opener's
  * effective uid; every ioctl goes to the core, and read()/poll() deliver
  * the NOTIFY_FD notifications of its asynchronous copies (knem_offload.c).
+ * The context serves the process that opened it: a forked child (or a
+ * process the fd was passed to) gets EBADF from ioctl(), mmap() and read(),
+ * so it can neither destroy, nor copy into, nor drain the notifications of
+ * the opener's regions; its close does nothing while the opener keeps the
+ * file.  It opens /dev/knem itself to use KNEM.
  * An O_RDONLY open gets no
  * context: ioctl() and mmap() fail with EBADF, and read() returns a
  * snapshot of the statistics taken at open, which is what `cat /dev/knem`
@@ -16,6 +21,7 @@
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/pid.h>
 #include <linux/poll.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
@@ -34,6 +40,7 @@ static int knem_open(struct inode *inode, struct file *file)
 	if (!kf)
 		return -ENOMEM;
 	mutex_init(&kf->status_lock);
+	knem_dma_file_init(kf);
 	err = knem_offload_init(kf);
 	if (err)
 		goto free_file;
@@ -55,6 +62,7 @@ static int knem_open(struct inode *inode, struct file *file)
 			err = -ENOMEM;
 			goto free_file;
 		}
+		kf->opener = get_pid(task_tgid(current));
 	}
 
 	file->private_data = kf;
@@ -75,13 +83,24 @@ static int knem_release(struct inode *inode, struct file *file)
 	 * the queued ones; it may write the status array until it returns.
 	 */
 	knem_offload_stop(kf);
+	/* ASYNCDMACOMPLETE requests write the array and hold references. */
+	knem_dma_file_quiesce(kf);
 	if (kf->ctx)
 		knem_core_ctx_release(kf->ctx);
 	knem_status_put(kf->status);
 	knem_offload_free(kf);
+	put_pid(kf->opener);
 	kfree(kf->stats_text);
 	kfree(kf);
 	return 0;
+}
+
+/* The context of an O_RDWR file, for its opener only (see the top). */
+static struct knem_core_ctx *knem_file_ctx(struct knem_file *kf)
+{
+	if (!kf->ctx || task_tgid(current) != kf->opener)
+		return NULL;
+	return kf->ctx;
 }
 
 static ssize_t knem_read(struct file *file, char __user *buf, size_t count,
@@ -89,8 +108,10 @@ static ssize_t knem_read(struct file *file, char __user *buf, size_t count,
 {
 	struct knem_file *kf = file->private_data;
 
-	if (kf->ctx)
+	if (knem_file_ctx(kf))
 		return knem_notify_read(kf, file, buf, count);
+	if (kf->ctx)
+		return -EBADF;
 	return simple_read_from_buffer(buf, count, ppos, kf->stats_text,
 				       kf->stats_len);
 }
@@ -109,10 +130,11 @@ static long knem_ioctl(struct file *file, unsigned int cmd,
 		       unsigned long arg)
 {
 	struct knem_file *kf = file->private_data;
+	struct knem_core_ctx *ctx = knem_file_ctx(kf);
 
-	if (!kf->ctx)
+	if (!ctx)
 		return -EBADF;
-	return knem_core_ioctl(kf->ctx, cmd, arg);
+	return knem_core_ioctl(ctx, cmd, arg);
 }
 
 static int knem_mmap(struct file *file, struct vm_area_struct *vma)
@@ -120,7 +142,7 @@ static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 	struct knem_file *kf = file->private_data;
 	int err;
 
-	if (!kf->ctx)
+	if (!knem_file_ctx(kf))
 		return -EBADF;
 
 	mutex_lock(&kf->status_lock);
@@ -193,6 +215,7 @@ exit_core:
 static void __exit knem_exit(void)
 {
 	misc_deregister(&knem_misc);
+	knem_dma_exit();
 	/*
 	 * No file is open (the module could not be unloading otherwise), but
 	 * regions they destroyed may still wait for a grace period: let those

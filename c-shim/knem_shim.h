@@ -13,6 +13,8 @@
 #include <linux/kernel.h>
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
+#include <linux/spinlock.h>
+#include <linux/list.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 
@@ -27,6 +29,7 @@ struct task_struct;
 struct vm_area_struct;
 struct knem_core_ctx;
 struct knem_status_array;
+struct pid;
 
 /*
  * Entry of a knem_shim_* function that may sleep.  The core must not call
@@ -48,6 +51,7 @@ struct knem_file {
 	struct knem_core_ctx *ctx;         /* NULL for O_RDONLY opens */
 	struct mutex status_lock;          /* status array, thread, binding */
 	struct knem_status_array *status;  /* the context's reference */
+	struct pid *opener;                /* the only process served */
 	char *stats_text;                  /* O_RDONLY opens only */
 	size_t stats_len;
 	/* knem_offload.c */
@@ -56,6 +60,10 @@ struct knem_file {
 	struct task_struct *thread;        /* from the status-array mmap on */
 	cpumask_var_t bind_mask;           /* BIND_OFFLOAD's choice */
 	bool bind_set;
+	/* knem_dma.c: ASYNCDMACOMPLETE batches in flight, oldest first */
+	spinlock_t dma_lock;
+	struct list_head dma_batches;
+	wait_queue_head_t dma_wq;
 };
 
 /* knem_offload.c: the per-fd offload thread and NOTIFY_FD reads. */
@@ -66,6 +74,11 @@ void knem_offload_stop(struct knem_file *kf);
 void knem_offload_free(struct knem_file *kf);
 ssize_t knem_notify_read(struct knem_file *kf, struct file *file,
 			 char __user *buf, size_t count);
+
+/* knem_dma.c: the DMA channel and the file's ASYNCDMACOMPLETE batches. */
+void knem_dma_file_init(struct knem_file *kf);
+void knem_dma_file_quiesce(struct knem_file *kf);
+void knem_dma_exit(void);
 
 /* knem_status.c: the mmap()ed status array of one context. */
 int knem_status_mmap(struct knem_core_ctx *ctx,

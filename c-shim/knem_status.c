@@ -3,8 +3,8 @@
  * knem_status.c - the status array a context shares with userspace.
  *
  * mmap(fd, offset 0, N) gives N one-byte slots in which asynchronous
- * requests report completion.  The memory is vmalloc_user()ed (zeroed, so
- * every slot starts PENDING) and inserted into the VMA page by page.
+ * requests report completion.  The memory is vmalloc()ed, zeroed (so
+ * every slot starts PENDING), and inserted into the VMA page by page.
  *
  * Two users hold the array: the context, which the core may write through
  * until knem_core_ctx_release() returns, and every VMA mapping it (fork and
@@ -55,6 +55,27 @@ static const struct vm_operations_struct knem_status_vm_ops = {
 };
 
 /*
+ * Insert the array's pages into the caller's mapping one by one: each
+ * inserted page takes its own reference, so the mapping stays valid for
+ * as long as it lives whatever happens to the array afterwards.
+ */
+static int knem_status_insert_pages(struct vm_area_struct *vma, void *slots,
+				    unsigned long len)
+{
+	unsigned long off;
+	int err;
+
+	for (off = 0; off < len; off += PAGE_SIZE) {
+		err = vm_insert_page(vma, vma->vm_start + off,
+				     vmalloc_to_page(slots + off));
+		if (err)
+			return err;
+		cond_resched();
+	}
+	return 0;
+}
+
+/*
  * Map a new status array into vma and hand it to the core.  *slot is the
  * context's reference; the caller serialises calls for one context.
  */
@@ -82,13 +103,19 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 	array = kmalloc(sizeof(*array), GFP_KERNEL);
 	if (!array)
 		return -ENOMEM;
-	array->slots = vmalloc_user(len);
+	/*
+	 * The size is the caller's choice: charge it to the caller's memcg,
+	 * and fail with ENOMEM rather than wake the OOM killer or print an
+	 * allocation-failure splat.  vmalloc_user() would do neither.
+	 */
+	array->slots = __vmalloc(len, GFP_KERNEL_ACCOUNT | __GFP_ZERO |
+				      __GFP_NOWARN | __GFP_RETRY_MAYFAIL);
 	if (!array->slots) {
 		err = -ENOMEM;
 		goto free_array;
 	}
 
-	err = remap_vmalloc_range(vma, array->slots, 0);
+	err = knem_status_insert_pages(vma, array->slots, len);
 	if (err)
 		goto free_slots;
 

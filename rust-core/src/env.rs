@@ -47,6 +47,28 @@ unsafe impl Send for ShimCtx {}
 // SAFETY: as above.
 unsafe impl Sync for ShimCtx {}
 
+/// The shim's opaque record of who pinned a region's pages
+/// (`knem_shim_owner_new`): the pinning process, for the ptrace access
+/// rule, and its mm, charged for the pages until [`Env::owner_put`].
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerPtr(pub *mut c_void);
+
+// SAFETY: an opaque handle the core only passes back to the shim, whose
+// owner functions may be called from any thread.
+unsafe impl Send for OwnerPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OwnerPtr {}
+
+/// Who may use another process's region (`access_policy` module parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessPolicy {
+    /// KNEM's rule: the caller's context has the owner's uid.
+    Uid,
+    /// CMA's rule: the caller may ptrace-attach the owner process.
+    Ptrace,
+}
+
 /// Space for the shim's `struct rcu_head`, 8-aligned.
 #[repr(C, align(8))]
 pub struct RcuHead(pub [u8; RCU_HEAD_SIZE]);
@@ -124,7 +146,84 @@ pub trait Env: Sync {
     /// of CUSTOM (empty otherwise).  EINVAL if no online CPU remains, EBUSY
     /// once the thread started.
     fn ctx_bind(&self, shim: ShimCtx, flags: u32, mask: &[u8]) -> KResult<()>;
+
+    /// True when copies asking for `KNEM_FLAG_DMA` can go to a DMA engine
+    /// now.  The default (an Env without an engine) says no.
+    fn dma_usable(&self) -> bool {
+        false
+    }
+    /// Pieces shorter than this are copied by the CPU.
+    fn dma_min(&self) -> u64 {
+        u64::MAX
+    }
+    /// Starts one copy's use of the DMA engine; None: copy with the CPU.
+    fn dma_begin(&self) -> Option<DmaBatch> {
+        None
+    }
+    /// Queues one piece on the engine.  An error means it was not queued
+    /// (the caller copies it with the CPU).
+    ///
+    /// # Safety
+    /// `b` comes from [`Env::dma_begin`] and has not ended; both pages stay
+    /// pinned until [`Env::dma_end`] and both ranges stay within them; the
+    /// piece overlaps no other piece of the batch.
+    unsafe fn dma_copy(
+        &self,
+        _b: DmaBatch,
+        _dst: PagePtr,
+        _dst_off: u32,
+        _src: PagePtr,
+        _src_off: u32,
+        _len: u32,
+    ) -> KResult<()> {
+        Err(crate::errno::ENOMEM)
+    }
+    /// Waits for every queued piece and ends the batch; an error when any
+    /// piece failed.
+    fn dma_end(&self, _b: DmaBatch) -> KResult<()> {
+        Ok(())
+    }
+    /// Ends a batch without waiting (ASYNCDMACOMPLETE): once every queued
+    /// piece is done (at once if none is), the shim writes SUCCESS, or
+    /// FAILED when a piece or `failed` says so, into `slot`, in the order
+    /// the context `shim` submitted such batches, then calls
+    /// `knem_core_dma_release(token, ok)` from process context.
+    ///
+    /// # Safety
+    /// `b` is a live batch, ended here; `slot` stays valid until the
+    /// context is released (which waits for the batch); `token` is what
+    /// [`crate::dma`] gives the release.
+    unsafe fn dma_finish_async(
+        &self,
+        _b: DmaBatch,
+        _shim: ShimCtx,
+        _slot: *mut u8,
+        _token: *mut c_void,
+        _failed: bool,
+    ) {
+    }
+    /// Records the current process as the owner of `pages` pages about to
+    /// be pinned and charges them to its mm (`pinned_vm`, against
+    /// RLIMIT_MEMLOCK unless the shim's policy says otherwise): ENOMEM over
+    /// the limit.
+    fn owner_new(&self, pages: u64) -> KResult<OwnerPtr>;
+    /// Uncharges the pages of an owner record and frees it.  May run in
+    /// any task (the offload thread, another process's close).
+    ///
+    /// # Safety
+    /// `owner` must come from [`Env::owner_new`] and not be used afterwards.
+    unsafe fn owner_put(&self, owner: OwnerPtr);
+    /// The access rule in force now.  Does not sleep.
+    fn access_policy(&self) -> AccessPolicy;
+    /// Whether the current task may ptrace-attach the owner process (false
+    /// once it is gone).  May sleep: never called inside an RCU section.
+    fn may_access(&self, owner: OwnerPtr) -> bool;
 }
+
+/// The shim's opaque handle of one copy's DMA batch.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaBatch(pub *mut c_void);
 
 /// A context's mutex, released on drop.
 pub struct CtxGuard<'a, E: Env>(&'a E, ShimCtx);
@@ -220,12 +319,35 @@ mod kernel {
         fn knem_shim_ctx_unlock(shim: *mut c_void);
         fn knem_shim_ctx_kick(shim: *mut c_void);
         fn knem_shim_ctx_notify(shim: *mut c_void);
+        fn knem_shim_dma_usable() -> c_int;
+        fn knem_shim_dma_min() -> u64;
+        fn knem_shim_dma_begin() -> *mut c_void;
+        fn knem_shim_dma_copy(
+            batch: *mut c_void,
+            dst: *mut c_void,
+            dst_off: u32,
+            src: *mut c_void,
+            src_off: u32,
+            len: u32,
+        ) -> c_int;
+        fn knem_shim_dma_end(batch: *mut c_void) -> c_int;
+        fn knem_shim_dma_finish_async(
+            batch: *mut c_void,
+            shim: *mut c_void,
+            slot: *mut u8,
+            token: *mut c_void,
+            failed: c_int,
+        );
         fn knem_shim_ctx_bind(
             shim: *mut c_void,
             flags: u32,
             mask: *const c_void,
             len: u32,
         ) -> c_int;
+        fn knem_shim_owner_new(pages: u64, owner: *mut *mut c_void) -> c_int;
+        fn knem_shim_owner_put(owner: *mut c_void);
+        fn knem_shim_access_policy() -> c_int;
+        fn knem_shim_may_access(owner: *mut c_void) -> c_int;
     }
 
     /// Converts a shim return value (0 or a negative errno).
@@ -356,6 +478,55 @@ mod kernel {
             unsafe { knem_shim_ctx_notify(shim.0) }
         }
 
+        fn dma_usable(&self) -> bool {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_dma_usable() != 0 }
+        }
+
+        fn dma_min(&self) -> u64 {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_dma_min() }
+        }
+
+        fn dma_begin(&self) -> Option<DmaBatch> {
+            // SAFETY: no preconditions.
+            let b = unsafe { knem_shim_dma_begin() };
+            (!b.is_null()).then_some(DmaBatch(b))
+        }
+
+        unsafe fn dma_copy(
+            &self,
+            b: DmaBatch,
+            dst: PagePtr,
+            dst_off: u32,
+            src: PagePtr,
+            src_off: u32,
+            len: u32,
+        ) -> KResult<()> {
+            // SAFETY: the caller guarantees a live batch, pinned pages and
+            // in-page ranges.
+            let r = unsafe { knem_shim_dma_copy(b.0, dst.0, dst_off, src.0, src_off, len) };
+            errno_of(r as i64)
+        }
+
+        fn dma_end(&self, b: DmaBatch) -> KResult<()> {
+            // SAFETY: b came from dma_begin and is ended exactly once here.
+            let r = unsafe { knem_shim_dma_end(b.0) };
+            errno_of(r as i64)
+        }
+
+        unsafe fn dma_finish_async(
+            &self,
+            b: DmaBatch,
+            shim: ShimCtx,
+            slot: *mut u8,
+            token: *mut c_void,
+            failed: bool,
+        ) {
+            // SAFETY: forwarded contract (a live batch, ended here).
+            unsafe { knem_shim_dma_finish_async(b.0, shim.0, slot, token, failed as c_int) }
+        }
+
         fn ctx_bind(&self, shim: ShimCtx, flags: u32, mask: &[u8]) -> KResult<()> {
             // SAFETY: the handle of a live context; mask is readable for
             // mask.len() bytes (the caller bounds it far below u32::MAX).
@@ -364,5 +535,34 @@ mod kernel {
             };
             errno_of(r as i64)
         }
+
+        fn owner_new(&self, pages: u64) -> KResult<OwnerPtr> {
+            let mut owner = core::ptr::null_mut();
+            // SAFETY: owner is a valid place for the shim to store its handle.
+            let r = unsafe { knem_shim_owner_new(pages, &mut owner) };
+            errno_of(r as i64)?;
+            Ok(OwnerPtr(owner))
+        }
+
+        unsafe fn owner_put(&self, owner: OwnerPtr) {
+            // SAFETY: the caller hands over a handle from owner_new.
+            unsafe { knem_shim_owner_put(owner.0) }
+        }
+
+        fn access_policy(&self) -> AccessPolicy {
+            // SAFETY: no preconditions.
+            match unsafe { knem_shim_access_policy() } {
+                KNEM_CORE_ACCESS_PTRACE => AccessPolicy::Ptrace,
+                _ => AccessPolicy::Uid,
+            }
+        }
+
+        fn may_access(&self, owner: OwnerPtr) -> bool {
+            // SAFETY: a handle from owner_new, kept by a referenced region.
+            unsafe { knem_shim_may_access(owner.0) != 0 }
+        }
     }
+
+    /// `knem_shim_access_policy()` for the ptrace rule (`knem_core.h`).
+    const KNEM_CORE_ACCESS_PTRACE: c_int = 1;
 }

@@ -142,6 +142,18 @@ pub unsafe extern "C" fn knem_core_ctx_read_notify(
     DEVICE.read_notify(ctx, buf) as u32
 }
 
+/// An ASYNCDMACOMPLETE request's slot was written: gives up its
+/// references and pins (process context).
+///
+/// # Safety
+/// `token` is the one the core passed to `knem_shim_dma_finish_async`,
+/// released once.
+#[no_mangle]
+pub unsafe extern "C" fn knem_core_dma_release(token: *mut c_void, ok: c_int) {
+    // SAFETY: forwarded contract.
+    unsafe { DEVICE.dma_release(token, ok != 0) }
+}
+
 /// Frees a region after its RCU grace period.
 ///
 /// # Safety

@@ -7,7 +7,8 @@
 use crate::context::{status, Context};
 use crate::copy::{self, Outcome};
 use crate::device::Device;
-use crate::env::Env;
+use crate::dma;
+use crate::env::{AccessPolicy, Env};
 use crate::errno::{KResult, EACCES, EBUSY, EFAULT, EINVAL, ENOTTY, EPERM};
 use crate::kalloc::KArray;
 use crate::layout::SegList;
@@ -31,8 +32,8 @@ const MAX_MASK_BYTES: u32 = 1024;
 /// The only protection bits a region may have.
 const PROT_MASK: u32 = PROT_READ | PROT_WRITE;
 
-/// What GET_INFO reports: no DMA engine, so the DMA flag is accepted and
-/// ignored.
+/// What GET_INFO reports without a DMA engine: the DMA flag is accepted
+/// and ignored ([`dma::info`] is what it reports when one is usable).
 pub const INFO: knem_cmd_info = knem_cmd_info {
     abi: KNEM_ABI_VERSION,
     features: 0,
@@ -50,6 +51,9 @@ enum Report<'c> {
     /// On the offload thread: `current_status` PENDING now, the slot (and
     /// the fd with NOTIFY_FD) later.
     Async { index: u32, notify: bool },
+    /// ASYNCDMACOMPLETE with a DMA engine: `current_status` PENDING now,
+    /// the slot when the engine is done ([`crate::dma`]).
+    DmaComplete { index: u32 },
 }
 
 /// A copy between the caller's iovecs and a region, decoded.
@@ -97,7 +101,7 @@ impl<E: Env> Device<E> {
 
     fn dispatch(&self, ctx: &Context, cmd: u32, arg: u64) -> KResult<()> {
         match cmd {
-            cmd::GET_INFO => user::write(&self.env, arg, INFO),
+            cmd::GET_INFO => user::write(&self.env, arg, dma::info(self.env.dma_usable())),
             cmd::CREATE_REGION => self.create_region(ctx, arg),
             cmd::DESTROY_REGION => self.destroy_region(ctx, arg),
             cmd::INLINE_COPY => {
@@ -179,11 +183,16 @@ impl<E: Env> Device<E> {
     }
 
     /// Validates copy flags and picks how the result is reported.
+    ///
+    /// With a usable DMA engine (`dma`) and no thread flag,
+    /// ASYNCDMACOMPLETE makes the request asynchronous: submitted in the
+    /// ioctl, its slot written when the engine completes it.
     fn report_mode<'c>(
         &self,
         ctx: &'c Context,
         flags: u32,
         async_index: u32,
+        dma: bool,
     ) -> KResult<Report<'c>> {
         if flags & !DEFINED_FLAGS != 0 || flags & !KNEM_FLAG_ANY_COPY_MASK != 0 {
             return Err(EINVAL);
@@ -202,18 +211,33 @@ impl<E: Env> Device<E> {
             });
         }
         if flags & KNEM_FLAG_ASYNCDMACOMPLETE != 0 {
-            return Ok(Report::AlsoSlot(ctx.status_slot(async_index)?));
+            let slot = ctx.status_slot(async_index)?;
+            if dma {
+                return Ok(Report::DmaComplete { index: async_index });
+            }
+            return Ok(Report::AlsoSlot(slot));
         }
         Ok(Report::Sync)
     }
 
     /// Looks a region up and runs the access checks in the ABI's order:
-    /// unknown → EINVAL, other uid → EPERM, protection → EACCES.  Nothing is
-    /// consumed.
+    /// unknown → EINVAL, not allowed by the access policy → EPERM,
+    /// protection → EACCES.  Nothing is consumed.
+    ///
+    /// The policy decides who besides the owner may use a region: the
+    /// owner's uid (KNEM) or whoever may ptrace-attach the owner process
+    /// (CMA).  ANY_USER_ACCESS is the owner's explicit consent and admits
+    /// anyone under either policy; the creating context is always admitted.
     fn lookup_checked(&self, ctx: &Context, cookie: u64, write: bool) -> KResult<Found<'_, E>> {
         let found = self.table.lookup(&self.env, &self.stats, cookie)?;
         let a = found.region.attrs();
-        if a.owner_uid != ctx.uid && a.flags & KNEM_FLAG_ANY_USER_ACCESS == 0 {
+        let allowed = a.flags & KNEM_FLAG_ANY_USER_ACCESS != 0
+            || a.owner_ctx == ctx.id
+            || match self.env.access_policy() {
+                AccessPolicy::Uid => a.owner_uid == ctx.uid,
+                AccessPolicy::Ptrace => self.env.may_access(found.region.owner()),
+            };
+        if !allowed {
             return Err(EPERM);
         }
         let need = if write { PROT_WRITE } else { PROT_READ };
@@ -275,6 +299,7 @@ impl<E: Env> Device<E> {
                 dst: remote,
                 dst_off: req.offset,
                 bound: req.bound,
+                dma: false,
             }
         } else {
             Job {
@@ -283,6 +308,7 @@ impl<E: Env> Device<E> {
                 dst: local,
                 dst_off: 0,
                 bound: req.bound,
+                dma: false,
             }
         }
     }
@@ -293,14 +319,26 @@ impl<E: Env> Device<E> {
         req: &InlineReq,
         status_uaddr: Option<u64>,
     ) -> KResult<()> {
-        let report = self.report_mode(ctx, req.flags, req.async_index)?;
+        let dma = dma::wanted(&self.env, req.flags);
+        let report = self.report_mode(ctx, req.flags, req.async_index, dma)?;
         if let Report::Async { index, notify } = report {
             let prep = self.prepare(ctx, index, notify)?;
             let (found, local) = self.pin_inline(ctx, req)?;
             self.report_pending(status_uaddr)?;
             self.table.consume(&self.env, &self.stats, &found)?;
-            let job = Self::inline_job(req, found.into_region(), local);
+            let mut job = Self::inline_job(req, found.into_region(), local);
+            job.dma = dma;
             self.enqueue(prep, job);
+            return Ok(());
+        }
+        if let Report::DmaComplete { index } = report {
+            let token = self.dma_token()?;
+            let (found, local) = self.pin_inline(ctx, req)?;
+            self.report_pending(status_uaddr)?;
+            self.table.consume(&self.env, &self.stats, &found)?;
+            let mut job = Self::inline_job(req, found.into_region(), local);
+            job.dma = true;
+            self.dma_submit(ctx, index, job, token);
             return Ok(());
         }
         let counter = if req.write {
@@ -308,10 +346,12 @@ impl<E: Env> Device<E> {
         } else {
             &self.stats.bytes_inline_read
         };
-        if req.flags & KNEM_FLAG_PINLOCAL != 0 {
+        // The engine needs the caller's pages pinned, as PINLOCAL does.
+        if req.flags & KNEM_FLAG_PINLOCAL != 0 || dma {
             let (found, local) = self.pin_inline(ctx, req)?;
             self.table.consume(&self.env, &self.stats, &found)?;
-            let job = Self::inline_job(req, found.into_region(), local);
+            let mut job = Self::inline_job(req, found.into_region(), local);
+            job.dma = dma;
             let out = job.run(&self.env);
             drop(job);
             stats::add(counter, out.bytes);
@@ -336,20 +376,37 @@ impl<E: Env> Device<E> {
     }
 
     fn pair_copy(&self, ctx: &Context, req: &PairReq, status_uaddr: u64) -> KResult<()> {
-        let report = self.report_mode(ctx, req.flags, req.async_index)?;
+        let dma = dma::wanted(&self.env, req.flags);
+        let report = self.report_mode(ctx, req.flags, req.async_index, dma)?;
         let prep = match report {
             Report::Async { index, notify } => Some(self.prepare(ctx, index, notify)?),
             _ => None,
         };
+        let token = match report {
+            Report::DmaComplete { .. } => Some(self.dma_token()?),
+            _ => None,
+        };
         let src = self.lookup_checked(ctx, req.src_cookie, false)?;
         let dst = self.lookup_checked(ctx, req.dst_cookie, true)?;
-        if prep.is_some() {
+        if prep.is_some() || token.is_some() {
             self.report_pending(Some(status_uaddr))?;
         }
         // Both sides passed their checks: only now may single-use ones go,
         // both or neither (a copy that loses either race consumes nothing).
         self.table
             .consume_pair(&self.env, &self.stats, &src, &dst)?;
+        if let (Report::DmaComplete { index }, Some(token)) = (&report, token) {
+            let job = Job {
+                src: src.into_region(),
+                src_off: req.src_offset,
+                dst: dst.into_region(),
+                dst_off: req.dst_offset,
+                bound: req.bound,
+                dma: true,
+            };
+            self.dma_submit(ctx, *index, job, token);
+            return Ok(());
+        }
         if let Some(prep) = prep {
             let job = Job {
                 src: src.into_region(),
@@ -357,11 +414,17 @@ impl<E: Env> Device<E> {
                 dst: dst.into_region(),
                 dst_off: req.dst_offset,
                 bound: req.bound,
+                dma,
             };
             self.enqueue(prep, job);
             return Ok(());
         }
-        let out = copy::region_to_region(
+        let copy = if dma {
+            dma::region_to_region
+        } else {
+            copy::region_to_region
+        };
+        let out = copy(
             &self.env,
             &src.region,
             req.src_offset,

@@ -14,6 +14,7 @@ extern crate alloc;
 pub mod context;
 pub mod copy;
 pub mod device;
+pub mod dma;
 pub mod env;
 pub mod errno;
 pub mod ioctl;
@@ -36,3 +37,5 @@ pub mod mock;
 mod tests;
 #[cfg(test)]
 mod tests_async;
+#[cfg(test)]
+mod tests_dma;

@@ -3,12 +3,12 @@
 //! deferred frees, and the table mutex.  Used by the unit tests and, with
 //! the `mock` feature, by the fuzz targets.
 
-use crate::env::{Env, PagePtr, RcuHead, ShimCtx, PAGE_SIZE};
-use crate::errno::{KResult, EFAULT, EINVAL};
+use crate::env::{AccessPolicy, Env, OwnerPtr, PagePtr, RcuHead, ShimCtx, PAGE_SIZE};
+use crate::errno::{KResult, EFAULT, EINVAL, ENOMEM};
 use crate::region;
 use crate::user::{bytes_of, bytes_of_mut, Pod};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Condvar, Mutex};
 use std::vec::Vec;
 
@@ -109,6 +109,18 @@ pub struct MockEnv {
     pub notifies: AtomicUsize,
     /// The last BIND_OFFLOAD choice: flags and mask.
     pub bound: Mutex<Option<(u32, Vec<u8>)>>,
+    /// Pages charged to the (single) mock mm: its `pinned_vm`.
+    pub pinned_vm: AtomicU64,
+    /// RLIMIT_MEMLOCK in pages; None: unlimited (CAP_IPC_LOCK).
+    pub memlock_pages: Mutex<Option<u64>>,
+    /// Owner records not yet put.
+    pub owners: AtomicUsize,
+    /// The `ptrace` access policy is in force.
+    pub ptrace_policy: AtomicBool,
+    /// Under it, ptrace_may_access() says no.
+    pub ptrace_denied: AtomicBool,
+    /// The simulated DMA engine (off unless a test turns it on).
+    pub dma: crate::dma::MockDma,
 }
 
 impl MockEnv {
@@ -130,6 +142,12 @@ impl MockEnv {
             kicks: AtomicUsize::new(0),
             notifies: AtomicUsize::new(0),
             bound: Mutex::new(None),
+            pinned_vm: AtomicU64::new(0),
+            memlock_pages: Mutex::new(None),
+            owners: AtomicUsize::new(0),
+            ptrace_policy: AtomicBool::new(false),
+            ptrace_denied: AtomicBool::new(false),
+            dma: Default::default(),
         }
     }
 
@@ -441,5 +459,77 @@ impl Env for MockEnv {
         }
         *self.bound.lock().unwrap() = Some((flags, mask.to_vec()));
         Ok(())
+    }
+
+    /// Like the shim: charge, refuse over the limit, record the charge.
+    fn owner_new(&self, pages: u64) -> KResult<OwnerPtr> {
+        let now = self.pinned_vm.fetch_add(pages, SeqCst) + pages;
+        if matches!(*self.memlock_pages.lock().unwrap(), Some(lim) if now > lim) {
+            self.pinned_vm.fetch_sub(pages, SeqCst);
+            return Err(ENOMEM);
+        }
+        self.owners.fetch_add(1, SeqCst);
+        Ok(OwnerPtr(Box::into_raw(Box::new(pages)).cast()))
+    }
+
+    unsafe fn owner_put(&self, owner: OwnerPtr) {
+        // SAFETY: owner_new made it from a Box<u64>; put once (contract).
+        let pages = *unsafe { Box::from_raw(owner.0.cast::<u64>()) };
+        self.pinned_vm.fetch_sub(pages, SeqCst);
+        self.owners.fetch_sub(1, SeqCst);
+    }
+
+    fn access_policy(&self) -> AccessPolicy {
+        if self.ptrace_policy.load(SeqCst) {
+            AccessPolicy::Ptrace
+        } else {
+            AccessPolicy::Uid
+        }
+    }
+
+    fn may_access(&self, owner: OwnerPtr) -> bool {
+        assert!(!owner.0.is_null(), "a region without an owner record");
+        !self.ptrace_denied.load(SeqCst)
+    }
+
+    fn dma_usable(&self) -> bool {
+        self.dma.usable()
+    }
+
+    fn dma_min(&self) -> u64 {
+        self.dma.min.load(SeqCst)
+    }
+
+    fn dma_begin(&self) -> Option<crate::env::DmaBatch> {
+        self.dma.begin()
+    }
+
+    unsafe fn dma_copy(
+        &self,
+        b: crate::env::DmaBatch,
+        dst: PagePtr,
+        dst_off: u32,
+        src: PagePtr,
+        src_off: u32,
+        len: u32,
+    ) -> KResult<()> {
+        // SAFETY: the caller's contract is MockDma::copy's.
+        unsafe { self.dma.copy(b, dst, dst_off, src, src_off, len) };
+        Ok(())
+    }
+
+    fn dma_end(&self, b: crate::env::DmaBatch) -> KResult<()> {
+        self.dma.end(self, b)
+    }
+
+    unsafe fn dma_finish_async(
+        &self,
+        b: crate::env::DmaBatch,
+        _shim: ShimCtx,
+        slot: *mut u8,
+        token: *mut core::ffi::c_void,
+        failed: bool,
+    ) {
+        self.dma.finish_async(b, slot, token, failed);
     }
 }

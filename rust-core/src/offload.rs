@@ -37,12 +37,20 @@ pub struct Job<'a, E: Env> {
     pub dst_off: u64,
     /// Bounded copies stop at this length.
     pub bound: Option<u64>,
+    /// Through the DMA engine ([`crate::dma`]) rather than the CPU.
+    pub dma: bool,
 }
 
 impl<E: Env> Job<'_, E> {
-    /// Copies page to page (the shim reschedules between pages).
+    /// Copies page to page (the shim reschedules between pages), by the
+    /// DMA engine when the job asks for it.
     pub fn run(&self, env: &E) -> Outcome {
-        copy::region_to_region(
+        let copy = if self.dma {
+            crate::dma::region_to_region
+        } else {
+            copy::region_to_region
+        };
+        copy(
             env,
             &self.src,
             self.src_off,
@@ -65,6 +73,7 @@ pub struct AsyncReq {
     dst: NonNull<Region>,
     dst_off: u64,
     bound: Option<u64>,
+    dma: bool,
     index: u32,
     notify: Option<KBox<Node<u32>>>,
 }
@@ -73,9 +82,24 @@ pub struct AsyncReq {
 unsafe impl Send for AsyncReq {}
 
 impl AsyncReq {
+    /// Takes over a job's references, for a request without notification
+    /// (a DMA request completed by the engine, [`crate::dma`]).
+    pub(crate) fn from_job<E: Env>(job: Job<'_, E>, index: u32) -> AsyncReq {
+        AsyncReq {
+            src: job.src.into_raw(),
+            src_off: job.src_off,
+            dst: job.dst.into_raw(),
+            dst_off: job.dst_off,
+            bound: job.bound,
+            dma: job.dma,
+            index,
+            notify: None,
+        }
+    }
+
     /// Takes back the references as a job; also returns the slot index and
     /// the notification node.
-    fn into_job<'a, E: Env>(
+    pub(crate) fn into_job<'a, E: Env>(
         self,
         env: &'a E,
         stats: &'a Stats,
@@ -94,6 +118,7 @@ impl AsyncReq {
             dst,
             dst_off: self.dst_off,
             bound: self.bound,
+            dma: self.dma,
         };
         (job, self.index, self.notify)
     }
@@ -172,6 +197,7 @@ impl<E: Env> Device<E> {
             dst: job.dst.into_raw(),
             dst_off: job.dst_off,
             bound: job.bound,
+            dma: job.dma,
             index: prep.index,
             notify: prep.notify.take(),
         };

@@ -6,7 +6,7 @@
 //! (dirtying them when the region was writable) and hands the memory to
 //! RCU, which frees it in [`rcu_free`] once no reader can still see it.
 
-use crate::env::{Env, PagePtr, RcuHead, PAGE_SIZE};
+use crate::env::{Env, OwnerPtr, PagePtr, RcuHead, PAGE_SIZE};
 use crate::errno::{KResult, EFAULT, ENOMEM};
 use crate::kalloc::{KArray, KBox};
 use crate::layout::SegList;
@@ -42,8 +42,9 @@ pub struct RegionAttrs {
 /// A declared region.
 ///
 /// # Invariants
-/// Every entry of `pages` is pinned while `refs > 0`; `rcu` is the first
-/// field, so a pointer to it is a pointer to the region.
+/// Every entry of `pages` is pinned while `refs > 0`, and `owner` holds
+/// their charge; `rcu` is the first field, so a pointer to it is a pointer
+/// to the region.
 #[repr(C)]
 pub struct Region {
     rcu: RcuHead,
@@ -51,6 +52,8 @@ pub struct Region {
     layout: SegList,
     pages: KArray<PagePtr>,
     attrs: RegionAttrs,
+    /// The pinning process and the mm its pages are charged to.
+    owner: OwnerPtr,
     /// False for the caller's own memory pinned for one copy: it is not a
     /// declared region and stays out of the region counters.
     counted: bool,
@@ -106,18 +109,27 @@ impl Region {
             layout,
             pages,
             attrs,
+            owner: OwnerPtr(core::ptr::null_mut()),
             counted,
         })?;
+        // Charged before pinning, as RDMA does: over RLIMIT_MEMLOCK nothing
+        // gets pinned at all.
+        region.owner = env.owner_new(n as u64)?;
         let write = attrs.prot & PROT_WRITE != 0;
         let mut pinned = 0usize;
         let r = &mut *region;
         if let Err(e) = pin_all(env, &r.layout, &mut r.pages, write, &mut pinned) {
-            // SAFETY: exactly pages[..pinned] were pinned above.
-            unsafe { env.unpin_pages(r.pages.get(..pinned).unwrap_or(&[]), false) };
+            // SAFETY: exactly pages[..pinned] were pinned above, and the
+            // owner record is not used after its put.
+            unsafe {
+                env.unpin_pages(r.pages.get(..pinned).unwrap_or(&[]), false);
+                env.owner_put(r.owner);
+            }
             // Nothing is pinned any more: the box may drop without put().
             return Err(e);
         }
-        // INVARIANT: every page is pinned; refs is 1 (the creator's).
+        // INVARIANT: every page is pinned and charged; refs is 1 (the
+        // creator's).
         if counted {
             stats::add(&stats.regions, 1);
             stats::add(&stats.regions_created, 1);
@@ -139,6 +151,11 @@ impl Region {
     /// Protection, flags and owner.
     pub fn attrs(&self) -> &RegionAttrs {
         &self.attrs
+    }
+
+    /// The shim's record of the pinning process.
+    pub fn owner(&self) -> OwnerPtr {
+        self.owner
     }
 
     /// Takes a reference unless the count already dropped to zero (the
@@ -216,6 +233,9 @@ pub unsafe fn put<E: Env>(r: NonNull<Region>, env: &E, stats: &Stats) {
     // SAFETY: refs reached zero, so nobody uses the pages any more and no
     // new reference can be taken (try_get refuses zero).
     unsafe { env.unpin_pages(&region.pages, dirty) };
+    // SAFETY: the pages it was charged for are unpinned; nothing uses the
+    // record afterwards (the region is only freed from here on).
+    unsafe { env.owner_put(region.owner) };
     if region.counted {
         stats::sub(&stats.regions, 1);
     }

@@ -1053,3 +1053,34 @@ fn allocation_failure_at_every_step_leaks_nothing() {
     assert!(d.ctx_new(2).is_err());
     finish(&d, vec![c]);
 }
+
+#[path = "tests_harden.rs"]
+mod harden;
+
+#[test]
+fn iovec_count_is_bounded_before_any_allocation() {
+    // A count past MAX_IOVECS is refused before the kernel array is
+    // allocated, whatever the pointer: no user can size a kernel allocation
+    // beyond 16 MiB this way.
+    use crate::user::MAX_IOVECS;
+    let d = dev();
+    let c = d.ctx_new(1).unwrap();
+    for nr in [MAX_IOVECS + 1, u32::MAX] {
+        let arg = d.env.put(&knem_cmd_create_region {
+            iovec_array: 0x20,
+            iovec_nr: nr,
+            protection: R,
+            ..Default::default()
+        });
+        assert_eq!(d.ioctl(&c, cmd::CREATE_REGION, arg), neg(EINVAL));
+    }
+    // At the bound, the count is accepted and the unreadable array faults.
+    let arg = d.env.put(&knem_cmd_create_region {
+        iovec_array: 0x20,
+        iovec_nr: MAX_IOVECS,
+        protection: R,
+        ..Default::default()
+    });
+    assert_eq!(d.ioctl(&c, cmd::CREATE_REGION, arg), neg(EFAULT));
+    finish(&d, vec![c]);
+}

@@ -1,7 +1,7 @@
 //! Moving ABI structs and iovec arrays across the user boundary.
 
 use crate::env::Env;
-use crate::errno::{KResult, EFAULT};
+use crate::errno::{KResult, EFAULT, EINVAL};
 use crate::kalloc::KArray;
 use knem_abi::*;
 
@@ -68,8 +68,17 @@ pub fn write<T: Pod, E: Env>(env: &E, uaddr: u64, v: T) -> KResult<()> {
     env.copy_to_user(uaddr, bytes_of(&[v])).map_err(|_| EFAULT)
 }
 
-/// Reads an array of `nr` iovecs; ENOMEM if too large, EFAULT if unreadable.
+/// Most iovecs one request may carry (16 MiB of kernel memory), as
+/// `readv` has `UIO_MAXIOV`: without a bound, one ioctl could make the
+/// kernel allocate 64 GiB on behalf of any user.
+pub const MAX_IOVECS: u32 = 1 << 20;
+
+/// Reads an array of `nr` iovecs; EINVAL past [`MAX_IOVECS`], ENOMEM if the
+/// array cannot be allocated, EFAULT if unreadable.
 pub fn read_iovecs<E: Env>(env: &E, uaddr: u64, nr: u32) -> KResult<KArray<knem_cmd_param_iovec>> {
+    if nr > MAX_IOVECS {
+        return Err(EINVAL);
+    }
     let mut a = KArray::<knem_cmd_param_iovec>::try_default(nr as usize)?;
     if nr != 0 {
         env.copy_from_user(bytes_of_mut(&mut a), uaddr)

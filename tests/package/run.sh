@@ -205,7 +205,7 @@ nothing_left() {
 	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \
 		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf \
 		/usr/include/knem_io.h /usr/share/pkgconfig/knem-rs.pc /usr/share/doc/knem-rs-dkms \
-		/usr/bin/knem-bench; do
+		/usr/bin/knem-bench /usr/bin/knem-stat; do
 		[ -e "$f" ] && { echo "left behind: $f"; status=1; }
 	done
 	for f in knem-rs-dkms libknem-rs-dev knem-rs-tools; do
@@ -274,6 +274,7 @@ else
 		check "KNEM_RS_REBUILD_CORE=1: DKMS rebuilds the core, same knem.ko for $first" rebuilt_core_same_module "$first"
 	fi
 	check "knem-bench runs from /usr/bin (--help)" /usr/bin/knem-bench --help
+	check "knem-stat runs from /usr/bin (--help)" /usr/bin/knem-stat --help
 	if [ "$no_vm" != 1 ]; then
 		for k in $kernels; do
 			if [ -e "/boot/vmlinuz-$k" ]; then

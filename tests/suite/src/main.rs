@@ -13,7 +13,9 @@ mod stats;
 mod t_async;
 mod t_basic;
 mod t_copy;
+mod t_dma;
 mod t_errors;
+mod t_harden;
 mod t_inline;
 mod t_legacy;
 mod t_lifetime;
@@ -86,6 +88,25 @@ const TESTS: &[Test] = &[
     ("notify_fd_4_processes_1000_copies",       t_notify::notify_fd_4_processes_1000_copies),
     ("single_use_race_8_processes",             t_share::single_use_race_8_processes),
     ("any_user_access_other_uid_async",         t_share::any_user_access_other_uid),
+    // Issue 7: the DMA engine (knem_dma_test.ko when the run adds it).
+    ("dma_info_follows_engine",                 t_dma::info_follows_engine),
+    ("dma_engine_matrix",                       t_dma::engine_matrix),
+    ("dma_engine_failures",                     t_dma::engine_failures),
+    ("dma_engine_asyncdmacomplete_order",       t_dma::engine_asyncdmacomplete_order),
+    ("dma_engine_sigkill_in_flight",            t_dma::engine_sigkill_in_flight),
+    ("dma_engine_provider_unload",              t_dma::engine_provider_unload),
+    // Issue 4: hardening.
+    ("memlock_limit_enforced",                  t_harden::memlock_limit_enforced),
+    ("memlock_cap_ipc_lock_bypasses",           t_harden::memlock_cap_ipc_lock_bypasses),
+    ("memlock_account_pinned_off",              t_harden::memlock_account_pinned_off),
+    ("cookie_guessing_misses",                  t_harden::cookie_guessing_misses),
+    ("access_policy_uid",                       t_harden::access_policy_uid),
+    ("access_policy_ptrace",                    t_harden::access_policy_ptrace),
+    ("fork_child_cannot_touch_parent_regions",  t_harden::fork_child_cannot_touch_parent_regions),
+    ("sigkill_owner_under_4_readers",           t_harden::sigkill_owner_under_4_readers),
+    ("close_racing_copies_threads",             t_harden::close_racing_copies_threads),
+    ("charge_returns_to_the_owner",             t_harden::charge_returns_to_the_owner),
+    ("unload_refused_while_open",               t_harden::unload_refused_while_open),
 ];
 
 /// Longest message passed back from a test process.

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * knem_owner.c - who pinned a region: the pinned_vm charge and the access
+ * policy.
+ *
+ * Pinned pages are charged to the pinning process's mm->pinned_vm against
+ * RLIMIT_MEMLOCK, as RDMA and io_uring registered buffers are; CAP_IPC_LOCK
+ * bypasses the limit.  The record keeps the mm (mmgrab) so the same mm is
+ * uncharged whoever drops the last reference: the offload thread, another
+ * process's close, or a close after the owner exited.  It also keeps the
+ * process (a struct pid, which outlives its task safely) for the ptrace
+ * access rule.
+ *
+ * The kernel exports neither ptrace_may_access() nor the LSM hook behind
+ * it, so the ptrace rule is checked here the way the core of
+ * __ptrace_may_access() and the commoncap module check it for
+ * PTRACE_MODE_ATTACH_REALCREDS: same credentials and no capability the
+ * caller lacks, or CAP_SYS_PTRACE over the owner; and a non-dumpable owner
+ * only with CAP_SYS_PTRACE.  Yama's scope and other LSMs' ptrace hooks are
+ * not reachable from a module and are not consulted.
+ */
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/moduleparam.h>
+#include <linux/pid.h>
+#include <linux/sched.h>
+#include <linux/sched/coredump.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/task.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+
+#include "knem_core.h"
+#include "knem_shim.h"
+
+/*
+ * Off, the limit is not enforced (KNEM's old behaviour) but pinned_vm is
+ * still charged, so VmPin in /proc/PID/status keeps telling the truth.
+ */
+static bool knem_account_pinned = true;
+module_param_named(account_pinned, knem_account_pinned, bool, 0644);
+MODULE_PARM_DESC(account_pinned,
+		 "refuse pins over RLIMIT_MEMLOCK without CAP_IPC_LOCK (default 1)");
+
+static int knem_access_policy = KNEM_CORE_ACCESS_UID;
+
+static int knem_access_policy_set(const char *val,
+				  const struct kernel_param *kp)
+{
+	if (sysfs_streq(val, "uid"))
+		WRITE_ONCE(knem_access_policy, KNEM_CORE_ACCESS_UID);
+	else if (sysfs_streq(val, "ptrace"))
+		WRITE_ONCE(knem_access_policy, KNEM_CORE_ACCESS_PTRACE);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int knem_access_policy_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%s\n",
+			  READ_ONCE(knem_access_policy) ==
+			  KNEM_CORE_ACCESS_PTRACE ? "ptrace" : "uid");
+}
+
+static const struct kernel_param_ops knem_access_policy_ops = {
+	.set = knem_access_policy_set,
+	.get = knem_access_policy_get,
+};
+module_param_cb(access_policy, &knem_access_policy_ops, NULL, 0644);
+MODULE_PARM_DESC(access_policy,
+		 "who may use another process's region: uid (KNEM, default) or ptrace (CMA)");
+
+struct knem_owner {
+	struct mm_struct *mm;   /* mmgrab()ed; pinned_vm holds our charge */
+	struct pid *tgid;       /* the pinning process */
+	u64 pages;
+};
+
+/* Charge pages to mm; -ENOMEM over RLIMIT_MEMLOCK unless exempt. */
+static int knem_charge(struct mm_struct *mm, u64 pages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	s64 now = atomic64_add_return(pages, &mm->pinned_vm);
+
+	if (!READ_ONCE(knem_account_pinned) || now <= limit ||
+	    capable(CAP_IPC_LOCK))
+		return 0;
+	atomic64_sub(pages, &mm->pinned_vm);
+	pr_info_ratelimited("knem: %s[%d]: pinning %llu more pages exceeds RLIMIT_MEMLOCK (%lu KiB; ulimit -l, or knem account_pinned=0)\n",
+			    current->comm, task_tgid_vnr(current), pages,
+			    limit << (PAGE_SHIFT - 10));
+	return -ENOMEM;
+}
+
+int knem_shim_owner_new(u64 pages, void **owner)
+{
+	struct mm_struct *mm = current->mm;
+	struct knem_owner *o;
+	int err;
+
+	knem_might_sleep();
+	/* Only user tasks get here, but a kernel thread has no mm to charge. */
+	if (!mm)
+		return -EFAULT;
+	o = kmalloc(sizeof(*o), GFP_KERNEL);
+	if (!o)
+		return -ENOMEM;
+	err = knem_charge(mm, pages);
+	if (err)
+		goto free_owner;
+	mmgrab(mm);
+	o->mm = mm;
+	o->tgid = get_task_pid(current, PIDTYPE_TGID);
+	o->pages = pages;
+	*owner = o;
+	return 0;
+
+free_owner:
+	kfree(o);
+	return err;
+}
+
+void knem_shim_owner_put(void *owner)
+{
+	struct knem_owner *o = owner;
+
+	atomic64_sub(o->pages, &o->mm->pinned_vm);
+	mmdrop(o->mm);
+	put_pid(o->tgid);
+	kfree(o);
+}
+
+int knem_shim_access_policy(void)
+{
+	return READ_ONCE(knem_access_policy);
+}
+
+/* Whether current's real credentials may ptrace-attach task (see the top). */
+static bool knem_creds_may_attach(const struct cred *cred,
+				  const struct cred *tcred)
+{
+	bool same_ids =
+		uid_eq(cred->uid, tcred->euid) &&
+		uid_eq(cred->uid, tcred->suid) &&
+		uid_eq(cred->uid, tcred->uid) &&
+		gid_eq(cred->gid, tcred->egid) &&
+		gid_eq(cred->gid, tcred->sgid) &&
+		gid_eq(cred->gid, tcred->gid);
+
+	if (same_ids && cred->user_ns == tcred->user_ns &&
+	    cap_issubset(tcred->cap_permitted, cred->cap_permitted))
+		return true;
+	return ns_capable(tcred->user_ns, CAP_SYS_PTRACE);
+}
+
+static bool knem_may_attach(struct task_struct *task)
+{
+	const struct cred *tcred;
+	struct mm_struct *mm;
+	bool ok;
+
+	if (same_thread_group(task, current))
+		return true;
+	tcred = get_task_cred(task);
+	ok = knem_creds_may_attach(current_cred(), tcred);
+	put_cred(tcred);
+	if (!ok)
+		return false;
+	mm = get_task_mm(task);
+	if (mm) {
+		if (get_dumpable(mm) != SUID_DUMP_USER &&
+		    !ns_capable(mm->user_ns, CAP_SYS_PTRACE))
+			ok = false;
+		mmput(mm);
+	}
+	return ok;
+}
+
+int knem_shim_may_access(void *owner)
+{
+	struct knem_owner *o = owner;
+	struct task_struct *task;
+	bool ok;
+
+	/* A process that is gone cannot consent: EPERM, as CMA's ESRCH. */
+	task = get_pid_task(o->tgid, PIDTYPE_TGID);
+	if (!task)
+		return 0;
+	ok = knem_may_attach(task);
+	put_task_struct(task);
+	return ok;
+}

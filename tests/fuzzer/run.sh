@@ -1,0 +1,56 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# tests/fuzzer/run.sh - build knem-fuzz (static) and run it in the VM.
+#
+#   tests/fuzzer/run.sh [--kernel VER] [--duration SECS] [--seed N]
+#                       [--procs N] [--module PATH] [-- FUZZER-ARGS...]
+#
+#   --kernel VER    Debian kernel to boot (tests/vm/run --kernel), default 6.1
+#   --duration S    fuzzing time in the guest, default 60
+#   --seed N        replay a seed (default: a random one, printed first)
+#   --procs N       worker processes, default 4
+#   --module PATH   knem.ko to load (tests/vm/run --module)
+#
+# Fails when the fuzzer reports a failure (errno outside the documented set,
+# a wrong success, a leak of contexts/regions/pinned pages or FOLL_PIN
+# references, a process that would not die) or when tests/vm/run sees a
+# kernel BUG/WARNING/Oops, a timeout, or rmmod failing afterwards.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+die() { echo "tests/fuzzer/run.sh: $*" >&2; exit 2; }
+
+kernel=6.1
+duration=60
+seed=
+procs=4
+module=()
+extra=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) [ $# -ge 2 ] || die "--kernel needs VER"; kernel=$2; shift 2 ;;
+	--duration) [ $# -ge 2 ] || die "--duration needs SECS"; duration=$2; shift 2 ;;
+	--seed) [ $# -ge 2 ] || die "--seed needs N"; seed=$2; shift 2 ;;
+	--procs) [ $# -ge 2 ] || die "--procs needs N"; procs=$2; shift 2 ;;
+	--module) [ $# -ge 2 ] || die "--module needs PATH"; module=(--module "$2"); shift 2 ;;
+	--) shift; extra=("$@"); break ;;
+	-h|--help) sed -n '4,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+done
+[[ $duration =~ ^[0-9]+$ ]] || die "--duration wants whole seconds"
+[ -n "$seed" ] || seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+
+target=x86_64-unknown-linux-gnu
+bin=${CARGO_TARGET_DIR:-$top/target}/$target/release/knem-fuzz
+(cd "$top" && RUSTFLAGS="-C target-feature=+crt-static" \
+	cargo build --release -p knem-fuzz --target "$target")
+[ -x "$bin" ] || die "no $bin after the build"
+
+# Boot (~10 s under TCG), the run, the final leak checks, and a margin.
+timeout=$((duration + 180))
+echo "tests/fuzzer/run.sh: kernel $kernel, seed $seed, ${duration}s, $procs procs"
+exec "$top/tests/vm/run" --kernel "$kernel" "${module[@]}" --timeout "$timeout" \
+	--add "$bin" -- /opt/knem-fuzz --seed "$seed" --duration "$duration" \
+	--procs "$procs" "${extra[@]+"${extra[@]}"}"
