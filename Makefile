@@ -63,7 +63,8 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 
-# Per kernel: the shim's own checks, the C conformance programs, the suite,
+# Per kernel: the shim's own checks, the C conformance programs, the suite
+# (alone, then again with the test-only software DMA provider loaded),
 # and 200 unload/load cycles with suite runs in between.
 vm-test: module tests-bin
 	@set -e; for k in $(VM_KERNELS); do \
@@ -71,6 +72,7 @@ vm-test: module tests-bin
 		tests/vm/check-shim --kernel $$k; \
 		tests/conformance/run.sh --kernel $$k; \
 		tests/vm/run --kernel $$k --add $(TESTS_BIN) -- /opt/knem-tests; \
+		tests/dma-provider/run-vm.sh --kernel $$k; \
 		tests/vm/run --kernel $$k --timeout 900 --add tests/vm/load-cycles.sh \
 			--add $(TESTS_BIN) -- load-cycles.sh 200; \
 	done
@@ -231,7 +233,7 @@ package-test:
 
 # Installation steps the packages call inside the unpacked tarball; they
 # never build anything.
-DKMS_TREE_EXCLUDE := ./debian ./rpm ./packaging ./docs ./.ci ./build ./target ./prebuilt ./tests/package ./.git
+DKMS_TREE_EXCLUDE := ./debian ./rpm ./packaging ./docs ./.ci ./build ./target ./prebuilt ./tests/package ./tests/dma-provider ./.git
 install-dkms:
 	@test -f c-shim/knem_core.prebuilt || { echo "c-shim/knem_core.prebuilt is missing"; exit 1; }
 	@test -f BUILDINFO || { echo "BUILDINFO is missing: install from the make dist tarball"; exit 1; }

@@ -19,6 +19,32 @@ pub fn unavailable_reason() -> Option<String> {
     Device::open().err().map(|e| e.0)
 }
 
+/// The test-only software provider of tests/dma-provider.
+const SOFTWARE_PROVIDER: &str = "/sys/module/knem_dma_test";
+
+/// Why `knem-dma` cannot run here (no DMA engine: the copy would be the
+/// CPU's), as one line.  When the engine is the test-only software
+/// provider, says so on stderr: its numbers are a kthread's memcpy.
+pub fn dma_unavailable_reason() -> Option<String> {
+    let dev = match knem::Device::open() {
+        Ok(d) => d,
+        Err(e) => return Some(format!("knem {e}")),
+    };
+    match dev.info() {
+        Ok(i) if i.has_dma() => {
+            if std::path::Path::new(SOFTWARE_PROVIDER).exists() {
+                eprintln!(
+                    "knem-bench: knem-dma measures knem_dma_test, the software DMA provider \
+                     of the test VM (a kernel thread's memcpy), not DMA hardware"
+                );
+            }
+            None
+        }
+        Ok(_) => Some("no DMA engine (GET_INFO: no KNEM_FEATURE_DMA; module parameter dma=1 and a DMA_MEMCPY channel are needed)".into()),
+        Err(e) => Some(format!("knem {e}")),
+    }
+}
+
 fn ok(st: knem::Result<Status>) -> Result<()> {
     match st {
         Ok(Status::Success) => Ok(()),
@@ -92,6 +118,27 @@ impl Device {
             let buf = unsafe { std::slice::from_raw_parts_mut(local, len) };
             ok(self.dev.read_into(c, offset as u64, buf, None))
         }
+    }
+
+    /// Synchronous region-to-region copy of `len` bytes through the DMA
+    /// engine (`KNEM_FLAG_DMA`).
+    pub fn copy_dma(
+        &self,
+        src: u64,
+        src_offset: usize,
+        dst: u64,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        ok(self.dev.copy_with(&knem::CopyRequest {
+            src: Cookie::from_raw(src),
+            src_offset: src_offset as u64,
+            dst: Cookie::from_raw(dst),
+            dst_offset: dst_offset as u64,
+            length: Some(len as u64),
+            flags: knem::CopyFlags::DMA,
+            async_status_index: 0,
+        }))
     }
 
     /// Synchronous region-to-region copy of `len` bytes.

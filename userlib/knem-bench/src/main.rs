@@ -2,6 +2,7 @@
 //! CMA, the way the KNEM papers do. See docs/PERFORMANCE.md.
 
 mod cma;
+mod coll;
 mod contention;
 mod engine;
 mod error;
@@ -134,6 +135,9 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_values_t = vec![Cache::Hot, Cache::Off])]
         cache: Vec<Cache>,
     },
+    /// Collectives: every operation × algorithm × size on a team of
+    /// local processes, with the planner's choice (see knem-coll).
+    Coll(CollArgs),
     /// Draw a PNG from a CSV written by --out.
     Plot {
         /// CSV file.
@@ -141,6 +145,19 @@ enum Cmd {
         /// PNG file.
         output: PathBuf,
     },
+}
+
+#[derive(Args)]
+struct CollArgs {
+    /// Team size.
+    #[arg(short = 'n', long, default_value_t = 4)]
+    ranks: usize,
+    /// Operations: bcast, scatter, gather, allgather, alltoall (default all).
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
+    /// Total message sizes (default 4K,64K,1M,8M).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<String>,
 }
 
 fn sizes_or(
@@ -167,6 +184,10 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     let c = &cli.common;
     let machine = Machine::probe();
+    if let Cmd::Coll(a) = &cli.cmd {
+        let out = c.out.as_deref();
+        return coll::run(a.ranks, &a.ops, &a.sizes, c.reps.unwrap_or(5), c.quick, out);
+    }
     if let Cmd::Plot { input, output } = &cli.cmd {
         let text =
             std::fs::read_to_string(input).ctx(format_args!("reading {}", input.display()))?;
@@ -394,7 +415,7 @@ fn run(cli: Cli) -> Result<()> {
             text += &pingpong::shm_chunk_table(&recs).render();
             recs
         }
-        Cmd::Plot { .. } => unreachable!("handled above"),
+        Cmd::Plot { .. } | Cmd::Coll(_) => unreachable!("handled above"),
     };
     print!("{text}");
     let report = Report {

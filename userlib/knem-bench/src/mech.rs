@@ -22,11 +22,14 @@ pub enum Mech {
     KnemCopy,
     /// KNEM asynchronous copy (kernel thread); not measured yet.
     KnemAsync,
+    /// KNEM region-to-region copy by the receiver with `KNEM_FLAG_DMA`:
+    /// offloaded to the module's DMA engine, waited for synchronously.
+    KnemDma,
 }
 
 impl Mech {
     /// Every mechanism, in table order.
-    pub const ALL: [Mech; 8] = [
+    pub const ALL: [Mech; 9] = [
         Mech::Memcpy,
         Mech::Shm,
         Mech::CmaRead,
@@ -35,6 +38,7 @@ impl Mech {
         Mech::KnemWrite,
         Mech::KnemCopy,
         Mech::KnemAsync,
+        Mech::KnemDma,
     ];
 
     /// Name used in tables, CSV and on the command line.
@@ -48,6 +52,7 @@ impl Mech {
             Mech::KnemWrite => "knem-write",
             Mech::KnemCopy => "knem-copy",
             Mech::KnemAsync => "knem-async",
+            Mech::KnemDma => "knem-dma",
         }
     }
 
@@ -55,7 +60,7 @@ impl Mech {
     pub fn is_knem(self) -> bool {
         matches!(
             self,
-            Mech::KnemRead | Mech::KnemWrite | Mech::KnemCopy | Mech::KnemAsync
+            Mech::KnemRead | Mech::KnemWrite | Mech::KnemCopy | Mech::KnemAsync | Mech::KnemDma
         )
     }
 
@@ -76,7 +81,10 @@ impl Mech {
     /// The one-way transfer is pulled by the receiver (else pushed by the
     /// sender, or both take part for `shm`).
     pub fn pulls(self) -> bool {
-        matches!(self, Mech::CmaRead | Mech::KnemRead | Mech::KnemCopy)
+        matches!(
+            self,
+            Mech::CmaRead | Mech::KnemRead | Mech::KnemCopy | Mech::KnemDma
+        )
     }
 }
 
@@ -92,6 +100,8 @@ pub struct Probes {
     pub cma: Option<String>,
     /// Why /dev/knem is unusable, if it is.
     pub knem: Option<String>,
+    /// Why the module's DMA engine is unusable, if it is.
+    pub dma: Option<String>,
 }
 
 impl Probes {
@@ -108,6 +118,10 @@ impl Probes {
                 .any(|m| m.is_knem())
                 .then(crate::knemdev::unavailable_reason)
                 .flatten(),
+            dma: mechs
+                .contains(&Mech::KnemDma)
+                .then(crate::knemdev::dma_unavailable_reason)
+                .flatten(),
         }
     }
 
@@ -120,6 +134,9 @@ impl Probes {
         }
         if m.is_cma() {
             return self.cma.clone();
+        }
+        if m == Mech::KnemDma && self.knem.is_none() {
+            return self.dma.clone();
         }
         if m.is_knem() {
             return self.knem.clone();
