@@ -51,7 +51,10 @@ STATIC_BUILD = RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build \
 tests-bin:
 	$(STATIC_BUILD) -p knem-vm-tests
 
+# The C API's example test links libknem_rs.a, which `cargo test` alone
+# does not produce.
 host-test:
+	$(CARGO) build -p knem-capi --quiet
 	$(CARGO) test --workspace --quiet
 
 abi-test:
