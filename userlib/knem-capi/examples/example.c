@@ -64,6 +64,19 @@ int main(void)
 		EXPECT(knem_rs_readv(t, &d, n - 100, iov, 2) == 100); /* clamped */
 		EXPECT(memcmp(a, src + n - 100, 50) == 0 && memcmp(b, src + n - 50, 50) == 0);
 	}
+	{
+		/* Region to region: from rank 0's exposure into one of ours. */
+		unsigned char *dst = calloc(n, 1);
+		knem_rs_exposure *de;
+		knem_rs_desc dd;
+		CHECK(knem_rs_expose(t, dst, n, 0, &de));
+		CHECK(knem_rs_exposure_descriptor(de, &dd));
+		EXPECT(knem_rs_copy(t, &d, 1000, &dd, 10, n) == (ssize_t)(n - 1000));
+		CHECK(knem_rs_exposure_collect(de, 0, n));
+		EXPECT(memcmp(dst + 10, src + 1000, n - 1000) == 0 && dst[0] == 0);
+		knem_rs_exposure_close(de);
+		free(dst);
+	}
 	CHECK(knem_rs_team_barrier(team));
 	knem_rs_exposure_close(e);
 	knem_rs_transport_close(t);

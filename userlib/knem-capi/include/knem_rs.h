@@ -91,6 +91,14 @@ ssize_t knem_rs_readv(knem_rs_transport *t, const knem_rs_desc *remote,
 		      uint64_t offset, const struct iovec *iov, int iovcnt);
 ssize_t knem_rs_writev(knem_rs_transport *t, const knem_rs_desc *remote,
 		       uint64_t offset, const struct iovec *iov, int iovcnt);
+/* Region-to-region copy: from exposure src at src_offset to exposure dst
+ * at dst_offset (either may belong to any process, this one included), at
+ * most len bytes, clamped at the end of either; returns the bytes copied.
+ * knem: one copy in the kernel (KNEM_CMD_COPY between the two cookies);
+ * CMA and shm: read then write through a 1 MiB bounce buffer here. */
+ssize_t knem_rs_copy(knem_rs_transport *t, const knem_rs_desc *src,
+		     uint64_t src_offset, const knem_rs_desc *dst,
+		     uint64_t dst_offset, size_t len);
 
 /* Teams.  _attach_env: as started by knem-run (KNEM_RS_TEAM, _RANK, _SIZE).
  * _attach: from another launcher, by control-block name; transport as in

@@ -255,6 +255,27 @@ pub unsafe extern "C" fn knem_rs_read(
     count(t.t.read(unsafe { &*remote }, offset, buf))
 }
 
+/// Copy between two exposures (neither need be ours), clamped at the end
+/// of either; knem copies region to region in the kernel, CMA and shm
+/// through a bounce buffer.
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_copy(
+    t: *mut CTransport,
+    src: *const Descriptor,
+    src_offset: u64,
+    dst: *const Descriptor,
+    dst_offset: u64,
+    len: size_t,
+) -> ssize_t {
+    let t = deref!(t, "transport");
+    if src.is_null() || dst.is_null() {
+        return fail(libc::EINVAL, "NULL descriptor") as ssize_t;
+    }
+    // SAFETY: both are non-null and point to descriptors.
+    let (src, dst) = unsafe { (&*src, &*dst) };
+    count(t.t.copy(src, src_offset, dst, dst_offset, len))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn knem_rs_write(
     t: *mut CTransport,

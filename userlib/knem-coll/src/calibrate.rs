@@ -140,7 +140,16 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
         // models the bandwidth contention of concurrent readers instead.
         (t2, 0.0, ((t4 - t2) / n).max(1e-12))
     };
-    let (a, b) = Params::fit_gamma(&points);
+    // γ is contention among copies that run at once: readers beyond the
+    // CPU count wait for a CPU instead (the model's `step` serializes
+    // them), so only c <= cpus enters the fit.
+    let cpus = crate::model::host_cpus();
+    let fit: Vec<(usize, f64)> = points
+        .iter()
+        .copied()
+        .filter(|&(c, _)| cpus == 0 || c <= cpus)
+        .collect();
+    let (a, b) = Params::fit_gamma(if fit.len() >= 2 { &fit } else { &points });
     Ok(Some(Params {
         source: format!("calibrated with {kind} on {p} ranks, {PAGES} pages, {reps} reps"),
         alpha,
@@ -152,5 +161,6 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
         sync,
         signal: sync / 2.0,
         gamma_points: points,
+        cpus,
     }))
 }

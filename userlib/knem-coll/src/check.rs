@@ -32,7 +32,7 @@ fn verify(what: &str, src: usize, dst: usize, salt: u64, buf: &[u8]) -> Result<(
     for (k, c) in buf.chunks(256).enumerate() {
         if c != &p[..c.len()] {
             let j = (0..c.len()).find(|j| c[*j] != p[*j]).unwrap_or(0);
-            return Err(Error::Invalid(format!(
+            return Err(Error::Mismatch(format!(
                 "{what}: byte {} of the block from rank {src} is {:#x}, expected {:#x}",
                 k * 256 + j,
                 c[j],
@@ -221,12 +221,82 @@ pub fn sizes(quick: bool) -> (Vec<usize>, Vec<usize>) {
     (small, big)
 }
 
-/// The whole sweep; returns the number of checked collectives.
+/// Checks that passed and failed (on any rank).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Collectives whose data every rank found right.
+    pub passed: usize,
+    /// Collectives with wrong data on at least one rank.
+    pub failed: usize,
+}
+
+/// The whole sweep; returns the number of checked collectives, or the
+/// first failure.
 pub fn sweep(team: &mut Team, small: &[usize], big: &[usize]) -> Result<usize> {
+    let mut first = None;
+    let (t, r) = sweep_tally(team, small, big, |m| {
+        first.get_or_insert_with(|| m.to_string());
+    });
+    r?;
+    match first {
+        Some(m) => Err(Error::Mismatch(m)),
+        None => Ok(t.passed + t.failed),
+    }
+}
+
+/// The whole sweep, going on after wrong data: every rank learns whether
+/// each collective was right everywhere (one word exchange per check) and
+/// `report` gets the message of each local mismatch.  An error of the
+/// collective itself (transport, timeout) still stops the sweep, since the
+/// ranks may no longer agree on where they are; a caller counts it as one
+/// more failure.  Returns the tally so far and how the sweep ended.
+pub fn sweep_tally(
+    team: &mut Team,
+    small: &[usize],
+    big: &[usize],
+    mut report: impl FnMut(&str),
+) -> (Tally, Result<()>) {
     let p = team.size();
     let roots: Vec<usize> = if p > 1 { vec![0, p - 1] } else { vec![0] };
-    let mut count = 0;
+    let mut tally = Tally::default();
+    let r = sweep_inner(team, small, big, &roots, &mut tally, &mut report);
+    (tally, r)
+}
+
+fn sweep_inner(
+    team: &mut Team,
+    small: &[usize],
+    big: &[usize],
+    roots: &[usize],
+    tally: &mut Tally,
+    report: &mut impl FnMut(&str),
+) -> Result<()> {
+    let p = team.size();
     let mut salt = 1u64;
+    let mut one = |team: &mut Team,
+                   op: Op,
+                   alg: Option<Algorithm>,
+                   size: usize,
+                   root: usize,
+                   vary: bool,
+                   salt: u64|
+     -> Result<()> {
+        let bad = match run_one(team, op, alg, size, root, vary, salt) {
+            Ok(_) => false,
+            Err(Error::Mismatch(m)) => {
+                report(&m);
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        let words = team.allgather_words(&[u64::from(bad)])?;
+        if words.iter().any(|w| w[0] != 0) {
+            tally.failed += 1;
+        } else {
+            tally.passed += 1;
+        }
+        Ok(())
+    };
     for op in Op::ALL {
         let varies: &[bool] = if matches!(op, Op::Scatter | Op::Gather) {
             &[false, true]
@@ -239,21 +309,19 @@ pub fn sweep(team: &mut Team, small: &[usize], big: &[usize]) -> Result<usize> {
                     let rs: &[usize] = if matches!(op, Op::Allgather | Op::Alltoall) {
                         &roots[..1]
                     } else {
-                        &roots
+                        roots
                     };
                     for &root in rs {
                         salt += 1;
-                        run_one(team, op, alg, size, root, vary, salt)?;
-                        count += 1;
+                        one(team, op, alg, size, root, vary, salt)?;
                     }
                 }
             }
             for &size in big {
                 salt += 1;
-                run_one(team, op, None, size, 0, vary, salt)?;
-                count += 1;
+                one(team, op, None, size, 0, vary, salt)?;
             }
         }
     }
-    Ok(count)
+    Ok(())
 }

@@ -25,6 +25,9 @@ pub enum Error {
     /// Bad arguments.
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A collective delivered wrong data (found by the check sweep).
+    #[error("wrong data: {0}")]
+    Mismatch(String),
     /// A peer did not arrive in time (it probably died).
     #[error("timed out after {secs} s waiting for {what} (a peer died or is stuck?)")]
     Timeout {
@@ -60,6 +63,7 @@ impl Error {
             Error::Sys { errno, .. } => *errno,
             Error::NoTeam(_) => Errno::ENOENT,
             Error::Invalid(_) => Errno::EINVAL,
+            Error::Mismatch(_) => Errno::EIO,
             Error::Timeout { .. } => Errno::ETIMEDOUT,
             Error::Io { source, .. } => source
                 .raw_os_error()

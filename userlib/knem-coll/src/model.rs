@@ -265,6 +265,14 @@ pub struct Params {
     /// Measured γ points (c, γ_c), for the record.
     #[serde(default)]
     pub gamma_points: Vec<(usize, f64)>,
+    /// CPUs the ranks share (0: one per rank, the paper's setting).  Seed
+    /// 002 runs one rank per core, so c concurrent copies progress
+    /// together; with fewer CPUs than copies only `cpus` of them run at a
+    /// time (contention γ at that concurrency) and the rest wait their
+    /// turn, so a step of c copies costs c/cpus times a step of `cpus`
+    /// copies.  Set from the host by [`Params::for_host`]; not stored.
+    #[serde(skip)]
+    pub cpus: usize,
 }
 
 impl Default for Params {
@@ -299,6 +307,7 @@ impl Params {
             sync: 1.0 * US,
             signal: 0.5 * US,
             gamma_points: Vec::new(),
+            cpus: 0,
         }
     }
 
@@ -337,6 +346,30 @@ impl Params {
         }
     }
 
+    /// The same parameters for the CPUs this process may run on
+    /// (`KNEM_RS_CPUS` overrides; 0 means one CPU per rank).
+    pub fn for_host(mut self) -> Params {
+        self.cpus = host_cpus();
+        self
+    }
+
+    /// A step in which `movers` ranks each copy n bytes at once, at most
+    /// `per_source` of them from the same source process.  Seed 002 has a
+    /// core per rank: all movers run together and contend with γ at
+    /// `per_source`.  With fewer CPUs only `cpus` copies run at a time (so
+    /// γ at no more than that) and the step takes movers/cpus such rounds
+    /// (fractional: the scheduler time-slices the copies).
+    pub fn step(&self, n: u64, movers: usize, per_source: usize) -> f64 {
+        let movers = movers.max(1);
+        let run = if self.cpus == 0 {
+            movers
+        } else {
+            movers.min(self.cpus)
+        };
+        let c = per_source.clamp(1, run);
+        self.transfer(n, c) * (movers as f64 / run as f64).max(1.0)
+    }
+
     /// One transfer of n bytes with c concurrent accessors of the source.
     pub fn transfer(&self, n: u64, c: usize) -> f64 {
         if n == 0 {
@@ -371,42 +404,59 @@ impl Params {
         }
         let q = p - 1;
         let sm = self.t_sm(p);
-        let t = |n, c| self.transfer(n, c);
+        // c concurrent copies of n bytes from one source (γ_c), and c
+        // concurrent copies from distinct sources: both serialized beyond
+        // the CPU count (see `step`).
+        let shared = |n, c| self.step(n, c, c);
+        let apart = |n, c| self.step(n, c, 1);
         Some(match alg {
-            DirectRead => 2.0 * sm + t(n, q),
-            DirectWrite if op == Op::Gather => 2.0 * sm + t(n, q),
-            DirectWrite | Sequential => 2.0 * sm + q as f64 * t(n, 1),
+            DirectRead => 2.0 * sm + shared(n, q),
+            DirectWrite if op == Op::Gather => 2.0 * sm + shared(n, q),
+            DirectWrite | Sequential => 2.0 * sm + q as f64 * shared(n, 1),
             Throttled(k) => {
                 let k = k.clamp(1, q);
-                2.0 * sm + q.div_ceil(k) as f64 * (t(n, k) + self.signal)
+                2.0 * sm + q.div_ceil(k) as f64 * (shared(n, k) + self.signal)
             }
             Knomial(k) => {
                 let k = k.max(2);
-                let mut rounds = 0u32;
+                // Round j: each of the `span` ranks holding the data serves
+                // up to k-1 new ones at once.
+                let mut total = 0.0;
                 let mut span = 1usize;
                 while span < p {
+                    let readers = span.saturating_mul(k - 1).min(p - span);
+                    total += self.step(n, readers, k - 1) + self.signal;
                     span = span.saturating_mul(k);
-                    rounds += 1;
                 }
-                2.0 * sm + f64::from(rounds) * (t(n, k - 1) + self.signal)
+                2.0 * sm + total
             }
             ScatterAllgather => {
                 let c = n.div_ceil(p as u64);
-                3.0 * sm + 2.0 * q as f64 * t(c, 1)
+                // The root writes q chunks alone, then q steps in which
+                // the q others read at once, each from another rank.
+                3.0 * sm + q as f64 * shared(c, 1) + q as f64 * apart(c, q)
             }
             Hierarchical => {
                 let leaders = nodes.max(1) - 1;
                 let members = group.max(1) - 1;
+                // Members of every node read from their leaders at once.
+                let movers = p.saturating_sub(nodes.max(1)).max(members);
                 2.0 * sm
                     + if leaders > 0 {
-                        t(n, leaders) + self.signal
+                        shared(n, leaders) + self.signal
                     } else {
                         0.0
                     }
-                    + if members > 0 { t(n, members) } else { 0.0 }
+                    + if members > 0 {
+                        self.step(n, movers, members)
+                    } else {
+                        0.0
+                    }
             }
-            RingSource | Pairwise | Ring => 2.0 * sm + q as f64 * t(n, 1),
-            RingNeighbor => 2.0 * sm + q as f64 * (t(n, 1) + self.signal),
+            // q steps in which all p ranks copy at once, each from its own
+            // source.
+            RingSource | Pairwise | Ring => 2.0 * sm + q as f64 * apart(n, p),
+            RingNeighbor => 2.0 * sm + q as f64 * (apart(n, p) + self.signal),
         })
     }
 
@@ -506,4 +556,16 @@ impl Params {
     pub fn load_for(kind: Kind) -> Option<Params> {
         load(&model_path()).ok()?.remove(kind.name())
     }
+}
+
+/// CPUs this process may run on: `KNEM_RS_CPUS` if set, else the affinity
+/// mask / cgroup quota as std sees it (online CPUs at most).
+pub fn host_cpus() -> usize {
+    if let Some(n) = std::env::var("KNEM_RS_CPUS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return n;
+    }
+    std::thread::available_parallelism().map_or(0, |n| n.get())
 }

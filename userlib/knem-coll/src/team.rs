@@ -173,7 +173,9 @@ impl Team {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(120),
         );
-        let params = Params::load_for(transport.kind()).unwrap_or_default();
+        let params = Params::load_for(transport.kind())
+            .unwrap_or_default()
+            .for_host();
         let mut team = Team {
             ctl: ptr.cast(),
             rank,

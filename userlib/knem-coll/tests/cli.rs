@@ -105,3 +105,29 @@ fn calibrate_and_bench_on_a_small_team() {
     );
     let _ = std::fs::remove_file(&model);
 }
+
+#[test]
+fn check_ends_with_one_summary_line() {
+    let exe = env!("CARGO_BIN_EXE_knem-coll");
+    let o = Command::new(exe)
+        .args(["check", "-n", "2", "--quick", "--all-teams"])
+        .env("KNEM_RS_TRANSPORT", "shm")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    let last = out.lines().last().unwrap_or("");
+    let (p, f) = last.split_once(" passed, ").unwrap_or(("", ""));
+    assert!(p.parse::<usize>().unwrap_or(0) > 600, "{out}");
+    assert_eq!(f, "0 failed", "{out}");
+    // Ranks that cannot even start count as a failure; the summary is
+    // still the last line.
+    let o = Command::new(exe)
+        .args(["check", "-n", "2", "--quick"])
+        .env("KNEM_RS_TRANSPORT", "xpmem")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success());
+    assert_eq!(out.lines().last(), Some("0 passed, 1 failed"), "{out}");
+}

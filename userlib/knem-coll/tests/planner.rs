@@ -178,8 +178,9 @@ fn params() -> impl Strategy<Value = Params> {
         0.0f64..0.3,
         0.5f64..2.0,
         0.1f64..5.0,
+        prop_oneof![Just(0usize), 1usize..9],
     )
-        .prop_map(|(alpha, gbps, l, page, a, b, sync)| Params {
+        .prop_map(|(alpha, gbps, l, page, a, b, sync, cpus)| Params {
             source: "proptest".into(),
             alpha: alpha * 1e-6,
             beta: 1.0 / (gbps * 1e9),
@@ -190,6 +191,7 @@ fn params() -> impl Strategy<Value = Params> {
             sync: sync * 1e-6,
             signal: sync * 0.5e-6,
             gamma_points: vec![],
+            cpus,
         })
 }
 
@@ -225,9 +227,55 @@ proptest! {
         }
     }
 
+    /// With at least as many CPUs as ranks the model is seed 002's; with
+    /// fewer, costs stay finite and positive (not necessarily higher: with
+    /// a steep γ, copies that wait for a CPU contend less, which is what
+    /// throttling exploits).
+    #[test]
+    fn cpus_at_least_ranks_is_seed_002(p in params(), op in op(), n in 0u64..(16 << 20), ranks in 2usize..33, cpus in 1usize..9) {
+        let mut one_per_rank = p.clone();
+        one_per_rank.cpus = 0;
+        let mut many = p.clone();
+        many.cpus = ranks;
+        let mut few = p.clone();
+        few.cpus = cpus;
+        for a in op.algorithms(ranks, 1) {
+            let base = one_per_rank.cost(op, a, n, ranks, 1, ranks).unwrap();
+            prop_assert!((many.cost(op, a, n, ranks, 1, ranks).unwrap() - base).abs() <= base * 1e-12);
+            let f = few.cost(op, a, n, ranks, 1, ranks).unwrap();
+            prop_assert!(f.is_finite() && f > 0.0, "{}", a);
+        }
+    }
+
     /// More contention never makes a page cheaper.
     #[test]
     fn gamma_monotone(p in params(), c in 1usize..128) {
         prop_assert!(p.gamma(c + 1) >= p.gamma(c));
     }
+}
+
+#[test]
+fn oversubscribed_cores_serialize_concurrent_copies() {
+    // 4 ranks on 2 CPUs: 3 parallel reads of 1 MiB run 2 at a time, so
+    // they cost 1.5 transfers at γ_2, not one at γ_3.
+    let mut p = Params::broadwell();
+    let n = 1 << 20;
+    let free = p
+        .cost(Op::Scatter, Algorithm::DirectRead, n, 4, 1, 4)
+        .unwrap();
+    p.cpus = 2;
+    let two = p
+        .cost(Op::Scatter, Algorithm::DirectRead, n, 4, 1, 4)
+        .unwrap();
+    let sm = 2.0 * p.sync * 2.0;
+    assert!((two - sm - 1.5 * p.transfer(n, 2)).abs() < 1e-12, "{two}");
+    assert!(two > free);
+    // Alltoall steps: 4 copies at once on 2 CPUs take twice as long.
+    let pw = p
+        .cost(Op::Alltoall, Algorithm::Pairwise, n, 4, 1, 4)
+        .unwrap();
+    assert!(
+        (pw - sm - 3.0 * 2.0 * p.transfer(n, 1)).abs() < 1e-12,
+        "{pw}"
+    );
 }

@@ -122,4 +122,29 @@ impl Transport for Knem {
         check("write", st)?;
         Ok(want)
     }
+
+    fn copy(
+        &self,
+        src: &Descriptor,
+        src_offset: u64,
+        dst: &Descriptor,
+        dst_offset: u64,
+        len: usize,
+    ) -> Result<usize> {
+        src.expect(Kind::Knem)?;
+        dst.expect(Kind::Knem)?;
+        let want = dst.clamp(dst_offset, src.clamp(src_offset, len));
+        if want == 0 {
+            return Ok(0);
+        }
+        let st = self.dev.copy(
+            Cookie::from_raw(src.id),
+            src_offset,
+            Cookie::from_raw(dst.id),
+            dst_offset,
+            Some(want as u64),
+        )?;
+        check("copy", st)?;
+        Ok(want)
+    }
 }

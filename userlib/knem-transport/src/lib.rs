@@ -10,7 +10,12 @@
 //!   carries its cookie.
 //! * [`Kind::Cma`]: `process_vm_readv`/`writev`; the descriptor carries the
 //!   pid, address and length of the buffer.
-//! * [`Kind::Shm`]: double copy through a shared segment in `/dev/shm`.
+//! * [`Kind::Shm`]: double copy through a shared segment in `/dev/shm`,
+//!   the owner's copy in and the peers' copies out pipelined chunk by chunk
+//!   ([`SHM_CHUNK`], per-chunk ready flags in the segment; see [`Shm`]).
+//!
+//! [`Transport::copy`] copies between two exposures, neither necessarily
+//! the caller's (knem: region to region in the kernel).
 //!
 //! Semantics are the same for all three, given one rule that costs nothing
 //! on the single-copy transports: after the owner changes an exposed buffer
@@ -32,13 +37,17 @@ mod shm;
 pub use cma::{cma_pin_only, cma_touch_pages, Cma};
 pub use error::{Error, Result};
 pub use knemt::Knem;
-pub use shm::Shm;
+pub use shm::{Shm, ENV_PIPELINE, PIPELINE_CPUS, PIPELINE_MIN, SHM_CHUNK};
 
 use std::fmt;
 use std::io::{IoSlice, IoSliceMut};
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::str::FromStr;
+
+/// Bounce-buffer size of [`Transport::copy`] on transports without a
+/// native remote-to-remote copy.
+pub const COPY_BOUNCE: usize = 1 << 20;
 
 /// The environment variable that overrides the automatic choice.
 pub const ENV_TRANSPORT: &str = "KNEM_RS_TRANSPORT";
@@ -272,6 +281,10 @@ pub trait Transport: Send + Sync {
     /// The memory must stay valid until the exposure is dropped, and peers
     /// may read and overwrite it at any time until then: it must not be
     /// memory Rust assumes unchanged (no live shared reference to it).
+    /// With `publish`, the owner must not write the buffer before its
+    /// first [`Exposure::publish`] or [`Exposure::collect`] call (or the
+    /// drop), since shm may still be copying it into the segment, chunk
+    /// by chunk, while peers read (a pipelined double copy).
     unsafe fn expose_raw(&self, ptr: *mut u8, len: usize, publish: bool) -> Result<Exposure>;
 
     /// Read from a peer's exposure at `offset` into `bufs`; returns the
@@ -300,6 +313,42 @@ pub trait Transport: Send + Sync {
     /// [`Transport::write_vectored`] from one buffer.
     fn write(&self, remote: &Descriptor, offset: u64, buf: &[u8]) -> Result<usize> {
         self.write_vectored(remote, offset, &[IoSlice::new(buf)])
+    }
+
+    /// Copy from one exposure to another, neither of them necessarily
+    /// ours: `src` at `src_offset` to `dst` at `dst_offset`, at most `len`
+    /// bytes, clamped at the end of either exposure; returns the bytes
+    /// copied.  knem copies region to region in the kernel (one copy);
+    /// the default, used by CMA and shm, goes through a bounce buffer in
+    /// this process in [`COPY_BOUNCE`]-byte pieces.
+    fn copy(
+        &self,
+        src: &Descriptor,
+        src_offset: u64,
+        dst: &Descriptor,
+        dst_offset: u64,
+        len: usize,
+    ) -> Result<usize> {
+        let want = dst.clamp(dst_offset, src.clamp(src_offset, len));
+        let mut bounce = vec![0u8; want.min(COPY_BOUNCE)];
+        let mut done = 0;
+        while done < want {
+            let n = (want - done).min(COPY_BOUNCE);
+            let got = self.read(src, src_offset + done as u64, &mut bounce[..n])?;
+            if got == 0 {
+                break;
+            }
+            let put = self.write(dst, dst_offset + done as u64, &bounce[..got])?;
+            done += put;
+            if put < got {
+                break;
+            }
+        }
+        if want == 0 {
+            src.expect(self.kind())?;
+            dst.expect(self.kind())?;
+        }
+        Ok(done)
     }
 
     /// Called once by every team member before peers access it (CMA: lets

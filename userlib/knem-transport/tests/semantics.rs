@@ -135,3 +135,39 @@ fn env_override_names() {
         .to_string()
         .contains("knem, cma or shm"));
 }
+
+#[test]
+fn copy_between_two_exposures() {
+    for t in available() {
+        let kind = t.kind();
+        for n in [0usize, 1, 4095, 70_000, (1 << 20) + 5, 3 << 20] {
+            let mut a = pattern(n);
+            let want = a.clone();
+            let mut b = vec![0u8; n + 20];
+            let ea = knem_transport::expose(t.as_ref(), &mut a).unwrap();
+            // SAFETY: `b` is only read after collect and drop.
+            let eb = unsafe { t.expose_raw(b.as_mut_ptr(), n + 20, false).unwrap() };
+            let (da, db) = (ea.descriptor(), eb.descriptor());
+            // Whole, then clamped at the end of the source, then of the
+            // destination.
+            assert_eq!(t.copy(&da, 0, &db, 3, n).unwrap(), n, "{kind} {n}");
+            let off = n.saturating_sub(7) as u64;
+            let at = (n + 3) as u64;
+            let tail = n - off as usize;
+            assert_eq!(t.copy(&da, off, &db, at, 100).unwrap(), tail, "{kind} {n}");
+            assert_eq!(
+                t.copy(&da, 0, &db, (n + 19) as u64, 100).unwrap(),
+                n.min(1),
+                "{kind} {n}"
+            );
+            eb.collect(0, n + 20).unwrap();
+            drop(eb);
+            drop(ea);
+            assert!(b[3..3 + n] == want[..], "{kind} {n}");
+            assert!(b[n + 3..n + 3 + tail] == want[off as usize..], "{kind} {n}");
+            if n > 0 {
+                assert_eq!(b[n + 19], want[0], "{kind} {n}");
+            }
+        }
+    }
+}

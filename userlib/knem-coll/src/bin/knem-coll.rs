@@ -55,6 +55,10 @@ enum Cmd {
         /// Model file.
         #[arg(long)]
         model: Option<PathBuf>,
+        /// CPUs the ranks share (0: one per rank, as in seed 002); default:
+        /// 0 with --preset, else this host's.
+        #[arg(long)]
+        cpus: Option<usize>,
     },
     /// Check every collective × algorithm × size on a team.
     Check {
@@ -64,6 +68,9 @@ enum Cmd {
         /// Smaller big sizes.
         #[arg(long)]
         quick: bool,
+        /// Check every team size from 1 to n in turn (one summary line).
+        #[arg(long)]
+        all_teams: bool,
     },
     /// Time every collective × algorithm × size and the planner's choice.
     Bench {
@@ -99,6 +106,69 @@ fn relaunch(n: usize) -> ExitCode {
     }
 }
 
+/// Where ranks of `knem-coll check` leave their tallies for the launcher.
+const ENV_SUMMARY: &str = "KNEM_RS_CHECK_SUMMARY";
+
+/// `check` outside a team: start the ranks, then print one summary line
+/// last, `P passed, F failed`, whatever happened (a rank that died without
+/// a tally counts as one failure).
+fn relaunch_check(teams: &[usize], quick: bool) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for &n in teams {
+        let base = std::env::temp_dir().join(format!("knem-coll-check-{}-{n}", std::process::id()));
+        let out = knem_coll::launch::run(n, |_| {
+            let mut c = std::process::Command::new(&exe);
+            c.args(["check", "-n", &n.to_string()])
+                .args(quick.then_some("--quick"))
+                .env(ENV_SUMMARY, &base);
+            c
+        });
+        let (mut p, mut f) = (usize::MAX, 0usize);
+        for r in 0..n {
+            let mut path = base.clone().into_os_string();
+            path.push(format!(".{r}"));
+            let tally = std::fs::read_to_string(&path).ok().and_then(|s| {
+                let mut w = s.split_whitespace().map(|x| x.parse::<usize>().ok());
+                Some((w.next()??, w.next()??))
+            });
+            let _ = std::fs::remove_file(&path);
+            match tally {
+                Some((a, b)) => {
+                    p = p.min(a);
+                    f = f.max(b);
+                }
+                None => f = f.max(1),
+            }
+        }
+        match out {
+            Ok(o) if o.success() => {}
+            Ok(o) => {
+                eprintln!(
+                    "knem-coll: {n} ranks: a rank failed (exit codes {:?})",
+                    o.codes
+                );
+                f = f.max(1);
+            }
+            Err(e) => {
+                eprintln!("knem-coll: {n} ranks: {e}");
+                f = f.max(1);
+            }
+        }
+        passed += if p == usize::MAX { 0 } else { p };
+        failed += f;
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
@@ -110,6 +180,7 @@ fn main() -> ExitCode {
             preset,
             transport,
             model,
+            cpus,
         } => {
             let op: Op = match op.parse() {
                 Ok(o) => o,
@@ -118,7 +189,8 @@ fn main() -> ExitCode {
             let Some(n) = bench::parse_size(&size) else {
                 return fail(format!("bad size {size:?}"));
             };
-            let params = if let Some(name) = preset {
+            let host = preset.is_none();
+            let mut params = if let Some(name) = preset {
                 match Params::preset(&name) {
                     Some(p) => p,
                     None => {
@@ -140,9 +212,15 @@ fn main() -> ExitCode {
                     .and_then(|mut m| m.remove(kind.name()))
                     .unwrap_or_default()
             };
+            params.cpus = cpus.unwrap_or(if host { model::host_cpus() } else { 0 });
             let group = p.div_ceil(nodes.max(1));
             println!(
-                "{op} of {n} B on {p} ranks ({nodes} node(s)); parameters: {}",
+                "{op} of {n} B on {p} ranks ({nodes} node(s), {}); parameters: {}",
+                if params.cpus == 0 {
+                    "a CPU per rank".to_string()
+                } else {
+                    format!("{} CPUs", params.cpus)
+                },
                 params.source
             );
             println!(
@@ -195,27 +273,59 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Check { n, quick } => {
+        Cmd::Check {
+            n,
+            quick,
+            all_teams,
+        } => {
             if !Team::in_team() {
-                return relaunch(n);
+                let sizes: Vec<usize> = if all_teams {
+                    (1..=n).collect()
+                } else {
+                    vec![n]
+                };
+                return relaunch_check(&sizes, quick);
             }
             let mut team = match Team::from_env() {
                 Ok(t) => t,
                 Err(e) => return fail(e),
             };
             let (small, big) = check::sizes(quick);
-            match check::sweep(&mut team, &small, &big) {
-                Ok(c) => {
-                    if team.rank() == 0 {
-                        println!(
-                            "ok: {c} collectives checked on {} ranks with {}",
-                            team.size(),
-                            team.transport().kind()
-                        );
-                    }
-                    ExitCode::SUCCESS
+            let rank = team.rank();
+            let (t, r) = check::sweep_tally(&mut team, &small, &big, |m| {
+                eprintln!("knem-coll: rank {rank}: FAIL {m}");
+            });
+            let failed = t.failed + usize::from(r.is_err());
+            if let Err(e) = &r {
+                eprintln!("knem-coll: rank {rank}: {e}");
+            }
+            if r.is_ok() && rank == 0 {
+                println!(
+                    "{}: {} collectives checked on {} ranks with {}",
+                    if t.failed == 0 { "ok" } else { "FAILED" },
+                    t.passed + t.failed,
+                    team.size(),
+                    team.transport().kind()
+                );
+            }
+            // Under `knem-coll check` the launcher prints the summary last;
+            // under another launcher rank 0 (and any rank that stopped
+            // early) prints it.
+            match std::env::var_os(ENV_SUMMARY) {
+                Some(path) => {
+                    let mut path = path;
+                    path.push(format!(".{rank}"));
+                    let _ = std::fs::write(&path, format!("{} {}\n", t.passed, failed));
                 }
-                Err(e) => fail(format!("rank {}: {e}", team.rank())),
+                None if rank == 0 || r.is_err() => {
+                    println!("{} passed, {failed} failed", t.passed);
+                }
+                None => {}
+            }
+            if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
             }
         }
         Cmd::Bench {
