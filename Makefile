@@ -21,7 +21,7 @@ VM_KERNELS ?= 6.1 6.12 6.12-rt
 CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
-.PHONY: all build core-object module tests-bin bench-bin bench fuzz fuzz-smoke \
+.PHONY: all build core-object module tests-bin bench-bin coll-bin bench fuzz fuzz-smoke \
 	host-test abi-test vm-test test \
 	fmt-check clippy clean
 
@@ -68,14 +68,17 @@ clippy:
 
 # Per kernel: the shim's own checks, the C conformance programs, the suite
 # (alone, then again with the test-only software DMA provider loaded),
-# and 200 unload/load cycles with suite runs in between.
-vm-test: module tests-bin
+# every collective on teams of 1 to 8 over the module, and 200 unload/load
+# cycles with suite runs in between.
+vm-test: module tests-bin coll-bin
 	@set -e; for k in $(VM_KERNELS); do \
 		echo "=== VM checks on kernel $$k ==="; \
 		tests/vm/check-shim --kernel $$k; \
 		tests/conformance/run.sh --kernel $$k; \
 		tests/vm/run --kernel $$k --add $(TESTS_BIN) -- /opt/knem-tests; \
 		tests/dma-provider/run-vm.sh --kernel $$k; \
+		tests/vm/run --kernel $$k --timeout 600 --add $(COLL_BIN) -- sh -c \
+			'mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check -n 8 --quick --all-teams'; \
 		tests/vm/run --kernel $$k --timeout 900 --add tests/vm/load-cycles.sh \
 			--add $(TESTS_BIN) -- load-cycles.sh 200; \
 	done
@@ -84,6 +87,10 @@ vm-test: module tests-bin
 BENCH_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-bench
 bench-bin:
 	$(STATIC_BUILD) -p knem-bench
+
+COLL_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-coll
+coll-bin:
+	$(STATIC_BUILD) -p knem-coll
 
 # Host and VM, every mechanism side by side; tables on stdout, CSV and PNG
 # in build/bench/.  BENCH_ARGS=--quick for the smoke run of `make test`.
