@@ -10,13 +10,13 @@ use knem_abi::*;
 use std::sync::atomic::Ordering::*;
 use std::vec::Vec;
 
-type Dev = Device<MockEnv>;
+pub(crate) type Dev = Device<MockEnv>;
 
 const RW: u32 = 3;
 const R: u32 = 1;
 const W: u32 = 2;
 
-fn dev() -> Box<Dev> {
+pub(crate) fn dev() -> Box<Dev> {
     Box::new(Device::new(MockEnv::new()))
 }
 
@@ -182,12 +182,12 @@ fn destroy(d: &Dev, ctx: &Context, cookie: u64) -> i64 {
 const OK: Result<u32, i64> = Ok(status::SUCCESS as u32);
 const FAILED: Result<u32, i64> = Ok(status::FAILED as u32);
 
-fn neg(e: Errno) -> i64 {
+pub(crate) fn neg(e: Errno) -> i64 {
     e.to_neg()
 }
 
 /// Releases contexts and checks that everything returned to baseline.
-fn finish(d: &Dev, ctxs: Vec<KBox<Context>>) {
+pub(crate) fn finish(d: &Dev, ctxs: Vec<KBox<Context>>) {
     for c in ctxs {
         d.ctx_release(c);
     }

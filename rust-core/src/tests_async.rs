@@ -3,24 +3,16 @@
 //! `run_async` calls, so every interleaving is chosen by the test.
 
 use crate::context::{status, Context};
-use crate::device::Device;
 use crate::errno::*;
-use crate::kalloc::KBox;
-use crate::mock::MockEnv;
+use crate::tests::{dev, finish, neg, Dev};
 use knem_abi::*;
 use proptest::prelude::*;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::*;
 use std::vec::Vec;
 
-type Dev = Device<MockEnv>;
-
 const T: u32 = KNEM_FLAG_MEMCPYTHREAD;
 const N: u32 = KNEM_FLAG_NOTIFY_FD;
-
-fn dev() -> Box<Dev> {
-    Box::new(Device::new(MockEnv::new()))
-}
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -93,10 +85,6 @@ fn copy(d: &Dev, c: &Context, src: u64, dst: u64, flags: u32, index: u32) -> Res
     }
 }
 
-fn neg(e: Errno) -> i64 {
-    e.to_neg()
-}
-
 const PENDING: Result<u32, i64> = Ok(status::PENDING as u32);
 
 fn drain(d: &Dev, c: &Context) -> usize {
@@ -117,16 +105,6 @@ fn read_all(d: &Dev, c: &Context) -> Vec<u32> {
         }
         out.extend_from_slice(&buf[..n]);
     }
-}
-
-fn finish(d: &Dev, ctxs: Vec<KBox<Context>>) {
-    for c in ctxs {
-        d.ctx_release(c);
-    }
-    let s = d.stats.snapshot();
-    assert_eq!((s.contexts, s.regions, s.pinned_pages), (0, 0, 0));
-    assert_eq!(d.env.pinned(), 0, "pages left pinned");
-    d.exit();
 }
 
 #[test]
