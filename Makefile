@@ -1,5 +1,6 @@
 # knem-rs: one entry point.
 #
+#   make demo       fresh machine to a verified copy in the VM, in one command
 #   make build      host crates, the Rust kernel object, knem.ko for every kernel
 #   make test       everything CI runs: host tests, ABI checks, VM suites
 #   make vm-test    the in-VM suite on each kernel of VM_KERNELS
@@ -21,7 +22,8 @@ VM_KERNELS ?= 6.1 6.12 6.12-rt
 CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
-.PHONY: all build core-object module tests-bin bench-bin coll-bin bench fuzz fuzz-smoke \
+.PHONY: all build core-object module tests-bin bench-bin coll-bin bench demo demo-run \
+	fuzz fuzz-smoke \
 	host-test abi-test vm-test test \
 	fmt-check clippy clean
 
@@ -97,6 +99,22 @@ coll-bin:
 BENCH_ARGS ?=
 bench: module bench-bin
 	userlib/knem-bench/scripts/bench.sh $(BENCH_ARGS) $(BENCH_BIN) $(BUILD)/bench
+
+# make demo: on a fresh Debian 12 machine, install what is needed, build,
+# boot Debian's kernel in the VM with the module, declare a region in one
+# process, copy and verify it from another, compare with memcpy.
+DEMO_KERNEL ?= 6.1
+DEMO_BIN := $(TOP)/target/$(HOST_TARGET)/release/examples/demo
+demo:
+	tests/setup-deps.sh
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: module
+	$(STATIC_BUILD) -p knem --example demo
+	@mkdir -p $(BUILD)
+	@tests/vm/run --kernel $(DEMO_KERNEL) --add $(DEMO_BIN) -- /opt/demo \
+		> $(BUILD)/demo.log 2>&1 || { tail -n 30 $(BUILD)/demo.log; exit 1; }
+	@tr -d '\r' < $(BUILD)/demo.log | sed -n '/^knem-rs demo/,/^module copy/p'
 
 # Fuzz /dev/knem in the VM: make fuzz [KERNEL=6.12] [DURATION=1800] [SEED=N]
 KERNEL ?= 6.1

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install what building and testing knem-rs needs on a Debian 12 machine
+# (run as root): Debian's 6.1, 6.12 and 6.12-rt kernels with their headers,
+# QEMU, busybox, libclang for bindgen, the packaging tools, and the Rust
+# target and components.  Used by .ci/run and `make demo`; safe to re-run.
+set -euo pipefail
+
+export DEBIAN_FRONTEND=noninteractive
+echo "deb http://deb.debian.org/debian bookworm-backports main" \
+	> /etc/apt/sources.list.d/knem-rs-backports.list
+apt-get update -qq
+
+# Debian's own kernels: the current 6.1 of bookworm, 6.12 and 6.12-rt of
+# bookworm-backports, each with its headers.
+kernel_of() { apt-cache depends "$@" | awk '/Depends: linux-image-[0-9]/ { print $2; exit }'; }
+k61=$(kernel_of linux-image-amd64)
+k612=$(kernel_of -t bookworm-backports linux-image-amd64)
+k612rt=$(kernel_of -t bookworm-backports linux-image-rt-amd64)
+echo "kernels: $k61 $k612 $k612rt"
+for k in "$k61" "$k612" "$k612rt"; do
+	test -n "$k" || { echo "cannot resolve a Debian kernel package"; exit 1; }
+done
+
+apt-get install -y -qq --no-install-recommends \
+	"$k61" "${k61/image/headers}" >/dev/null
+apt-get install -y -qq --no-install-recommends -t bookworm-backports \
+	"$k612" "${k612/image/headers}" "$k612rt" "${k612rt/image/headers}" \
+	qemu-system-x86 >/dev/null
+# The VM lab, bindgen, packaging (DKMS, Debian, RPM) and plot fonts.
+apt-get install -y -qq --no-install-recommends \
+	busybox-static cpio gzip libclang-dev dkms \
+	build-essential debhelper dh-dkms fakeroot lintian rpm \
+	fonts-dejavu-core >/dev/null
+
+rustup target add x86_64-unknown-none >/dev/null
+rustup component add rust-src clippy rustfmt >/dev/null
