@@ -250,6 +250,9 @@ impl<'a> Side<'a> {
             Mech::KnemCopy => self
                 .dev()
                 .copy(self.peer_cookie, off, self.cookie, off, len),
+            Mech::KnemAsync => self
+                .dev()
+                .copy_async(self.peer_cookie, off, self.cookie, off, len),
             Mech::KnemDma => self
                 .dev()
                 .copy_dma(self.peer_cookie, off, self.cookie, off, len),

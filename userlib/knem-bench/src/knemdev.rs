@@ -1,9 +1,9 @@
 //! The few /dev/knem operations the benchmarks need, over the `knem` client
-//! crate: synchronous copies only, on raw pool addresses.
+//! crate, on raw pool addresses.
 //!
-//! The benchmarks see only this [`Device`]; an asynchronous mechanism
-//! (`knem-async`) plugs in here with the status array once the module
-//! supports it.
+//! The benchmarks see only this [`Device`]; the asynchronous mechanism
+//! (`knem-async`) waits by polling a one-slot status array, as MPI
+//! libraries do.
 
 use crate::err;
 use crate::error::Result;
@@ -12,6 +12,9 @@ use knem::{Cookie, Iovec, Protection, RegionFlags, Status};
 /// An open read-write /dev/knem file (one KNEM context).
 pub struct Device {
     dev: knem::Device,
+    /// One status slot for `knem-async`, mapped on first use (the mapping
+    /// starts the file's offload thread).
+    status: std::cell::OnceCell<knem::StatusArray>,
 }
 
 /// Why the knem mechanisms cannot run here, as one line.
@@ -63,7 +66,10 @@ impl Device {
             _ => err!("{e}"),
         })?;
         dev.info().map_err(|e| err!("knem {e}"))?;
-        Ok(Device { dev })
+        Ok(Device {
+            dev,
+            status: std::cell::OnceCell::new(),
+        })
     }
 
     /// Declare `len` bytes at `ptr` as a readable and writable region.
@@ -139,6 +145,49 @@ impl Device {
             flags: knem::CopyFlags::DMA,
             async_status_index: 0,
         }))
+    }
+
+    /// Region-to-region copy of `len` bytes on the module's offload thread
+    /// (`KNEM_FLAG_MEMCPYTHREAD`), waited for by polling its status slot,
+    /// as MPI libraries do.
+    pub fn copy_async(
+        &self,
+        src: u64,
+        src_offset: usize,
+        dst: u64,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let array = match self.status.get() {
+            Some(a) => a,
+            None => {
+                let a = self.dev.map_status_array(1).map_err(|e| err!("knem {e}"))?;
+                self.status.get_or_init(|| a)
+            }
+        };
+        array.reset(0);
+        let st = self
+            .dev
+            .copy_async(
+                Cookie::from_raw(src),
+                src_offset as u64,
+                Cookie::from_raw(dst),
+                dst_offset as u64,
+                Some(len as u64),
+                0,
+                knem::CopyFlags::MEMCPY_THREAD,
+            )
+            .map_err(|e| err!("knem {e}"))?;
+        if st != Status::Pending {
+            return Err(err!("knem async copy returned {st}, not PENDING"));
+        }
+        loop {
+            match array.get_acquire(0) {
+                Some(Status::Pending) => std::thread::yield_now(),
+                Some(st) => return ok(Ok(st)),
+                None => return Err(err!("knem status array has no slot 0")),
+            }
+        }
     }
 
     /// Synchronous region-to-region copy of `len` bytes.

@@ -20,7 +20,8 @@ pub enum Mech {
     KnemWrite,
     /// KNEM region-to-region copy by the receiver.
     KnemCopy,
-    /// KNEM asynchronous copy (kernel thread); not measured yet.
+    /// KNEM region-to-region copy on the module's offload thread
+    /// (MEMCPYTHREAD), completion polled in the status array.
     KnemAsync,
     /// KNEM region-to-region copy by the receiver with `KNEM_FLAG_DMA`:
     /// offloaded to the module's DMA engine, waited for synchronously.
@@ -83,7 +84,7 @@ impl Mech {
     pub fn pulls(self) -> bool {
         matches!(
             self,
-            Mech::CmaRead | Mech::KnemRead | Mech::KnemCopy | Mech::KnemDma
+            Mech::CmaRead | Mech::KnemRead | Mech::KnemCopy | Mech::KnemAsync | Mech::KnemDma
         )
     }
 }
@@ -127,11 +128,6 @@ impl Probes {
 
     /// Why `m` cannot run here, if it cannot.
     pub fn skip_reason(&self, m: Mech) -> Option<String> {
-        if m == Mech::KnemAsync {
-            return Some(
-                "asynchronous copies are not measured yet (module support lands later)".into(),
-            );
-        }
         if m.is_cma() {
             return self.cma.clone();
         }
