@@ -22,7 +22,7 @@ VM_KERNELS ?= 6.1 6.12 6.12-rt
 CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
-.PHONY: all build core-object module tests-bin bench-bin coll-bin bench demo demo-run \
+.PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
 	fuzz fuzz-smoke \
 	host-test abi-test vm-test test \
 	fmt-check clippy clean
@@ -39,6 +39,11 @@ $(CORE_OBJ): FORCE
 	rust-core/build-kobj.sh $@
 	rust-core/check-kobj.sh $@
 	@cmp -s $@ c-shim/knem_core.prebuilt 2>/dev/null || cp $@ c-shim/knem_core.prebuilt
+
+# The object's symbols, relocations and objtool (as after every build),
+# plus a rebuild in a fresh target directory that must give the same bytes.
+core-repro: core-object
+	rust-core/check-kobj.sh --repro $(CORE_OBJ)
 
 module: core-object
 	@test -n "$(KVERS)" || { echo "no kernel with headers found (install linux-headers-<version>)"; exit 1; }
@@ -132,7 +137,7 @@ fuzz-smoke: module
 		tests/fuzzer/run.sh --kernel $$k --duration 30 -- $(FUZZ_ARGS); \
 	done
 
-test: fmt-check clippy host-test abi-test vm-test fuzz-smoke package-test
+test: fmt-check clippy host-test abi-test core-repro vm-test fuzz-smoke package-test
 	$(MAKE) bench BENCH_ARGS=--quick
 
 clean:
