@@ -452,7 +452,11 @@ pub fn engine_asyncdmacomplete_order() -> TestResult {
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let states: Vec<Status> = (0..N).map(|i| array.get(i).unwrap()).collect();
+        // Read from the last slot down: with in-order completion, a slot
+        // seen done proves every earlier one done by the time it is read.
+        // Reading upwards would race with completions between two reads.
+        let mut states: Vec<Status> = (0..N).rev().map(|i| array.get(i).unwrap()).collect();
+        states.reverse();
         let first_pending = states
             .iter()
             .position(|s| *s == Status::Pending)
