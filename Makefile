@@ -23,7 +23,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
-	fuzz fuzz-smoke \
+	bench-smoke fuzz fuzz-smoke \
 	host-test abi-test vm-test test \
 	fmt-check clippy clean
 
@@ -137,7 +137,12 @@ fuzz-smoke: module
 		tests/fuzzer/run.sh --kernel $$k --duration 30 -- $(FUZZ_ARGS); \
 	done
 
-test: fmt-check clippy host-test abi-test core-repro vm-test fuzz-smoke package-test
+TEST_STAGES := fmt-check clippy host-test abi-test core-repro vm-test fuzz-smoke \
+	package-test bench-smoke
+test: $(TEST_STAGES)
+	@echo "make test stages: $(words $(TEST_STAGES)) passed, 0 failed"
+
+bench-smoke:
 	$(MAKE) bench BENCH_ARGS=--quick
 
 clean:
