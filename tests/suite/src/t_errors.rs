@@ -8,7 +8,6 @@ use knem::{
     RegionFlags, Status,
 };
 use nix::sys::mman::ProtFlags;
-use std::os::unix::fs::PermissionsExt;
 
 /// A region of `len` bytes at the start of `mem` (which must outlive it).
 fn region(
@@ -550,23 +549,8 @@ pub fn single_use() -> TestResult {
     dev.destroy_region(dst).ctx("DESTROY_REGION")
 }
 
-/// A uid the tests drop to.
-const NOBODY: u32 = 65534;
-
 pub fn eperm_other_uid() -> TestResult {
-    if !nix::unistd::geteuid().is_root() {
-        return Err("needs root to switch uid".into());
-    }
-    let path = "/dev/knem";
-    let old_mode = std::fs::metadata(path)
-        .ctx("stat /dev/knem")?
-        .permissions()
-        .mode();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-        .ctx("chmod /dev/knem")?;
-    let r = eperm_body();
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(old_mode & 0o7777));
-    r
+    with_device_open_to_all(eperm_body)
 }
 
 fn eperm_body() -> TestResult {
@@ -584,8 +568,7 @@ fn eperm_body() -> TestResult {
         RegionFlags::ANY_USER_ACCESS,
     )?;
     let mut peer = spawn_peer(move |chan| {
-        nix::unistd::setgid(nix::unistd::Gid::from_raw(NOBODY)).ctx("setgid")?;
-        nix::unistd::setuid(nix::unistd::Uid::from_raw(NOBODY)).ctx("setuid")?;
+        become_nobody()?;
         let d = Device::open().ctx("open as nobody")?;
         let mut buf = [0u8; 10];
         expect_errno(

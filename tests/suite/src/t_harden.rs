@@ -6,13 +6,10 @@ use crate::util::*;
 use knem::{Cookie, Device, Errno, Iovec, Protection, RegionFlags, Status};
 use nix::libc;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A uid the tests drop to (no capabilities).
-const NOBODY: u32 = 65534;
 const PARAMS: &str = "/sys/module/knem/parameters";
 
 /// A region over the first `len` bytes of `mem`.
@@ -62,11 +59,6 @@ fn set_memlock(pages: u64) -> TestResult {
     Ok(())
 }
 
-fn become_nobody() -> TestResult {
-    nix::unistd::setgid(nix::unistd::Gid::from_raw(NOBODY)).ctx("setgid")?;
-    nix::unistd::setuid(nix::unistd::Uid::from_raw(NOBODY)).ctx("setuid")
-}
-
 fn read_param(name: &str) -> TestResult<String> {
     std::fs::read_to_string(format!("{PARAMS}/{name}"))
         .map(|s| s.trim().to_string())
@@ -80,35 +72,26 @@ fn write_param(name: &str, v: &str) -> TestResult {
 /// Runs `f` with /dev/knem world-usable and module parameters that are
 /// restored afterwards, whatever `f` returns.
 fn with_setup(params: &[(&str, &str)], f: impl FnOnce() -> TestResult) -> TestResult {
-    if !nix::unistd::geteuid().is_root() {
-        return Err("needs root to switch uid".into());
-    }
-    let path = "/dev/knem";
-    let old_mode = std::fs::metadata(path)
-        .ctx("stat /dev/knem")?
-        .permissions()
-        .mode();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-        .ctx("chmod /dev/knem")?;
-    let mut saved = Vec::new();
-    let mut r = Ok(());
-    for (name, v) in params {
-        match read_param(name).and_then(|old| write_param(name, v).map(|()| old)) {
-            Ok(old) => saved.push((*name, old)),
-            Err(e) => {
-                r = Err(e);
-                break;
+    with_device_open_to_all(|| {
+        let mut saved = Vec::new();
+        let mut r = Ok(());
+        for (name, v) in params {
+            match read_param(name).and_then(|old| write_param(name, v).map(|()| old)) {
+                Ok(old) => saved.push((*name, old)),
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
             }
         }
-    }
-    if r.is_ok() {
-        r = f();
-    }
-    for (name, old) in saved.into_iter().rev() {
-        let _ = write_param(name, &old);
-    }
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(old_mode & 0o7777));
-    r
+        if r.is_ok() {
+            r = f();
+        }
+        for (name, old) in saved.into_iter().rev() {
+            let _ = write_param(name, &old);
+        }
+        r
+    })
 }
 
 /// Over RLIMIT_MEMLOCK without CAP_IPC_LOCK: ENOMEM, nothing charged;

@@ -6,7 +6,6 @@
 use crate::ensure;
 use crate::util::*;
 use knem::{Cookie, CopyFlags, Device, Errno, Iovec, Protection, RegionFlags, Status};
-use std::os::unix::fs::PermissionsExt;
 
 const SEED: u8 = 0x27;
 const LEN: usize = 3 * PAGE + 123;
@@ -147,27 +146,12 @@ pub fn single_use_race_8_processes() -> TestResult {
     )
 }
 
-/// The uid the test drops to.
-const NOBODY: u32 = 65534;
-
 /// A process of another uid: EPERM on every kind of request (sync, async
 /// inline, async COPY, ASYNCDMACOMPLETE, NOTIFY_FD) without
 /// ANY_USER_ACCESS; with it, async reads and writes work and notify, and
 /// protection still applies.
 pub fn any_user_access_other_uid() -> TestResult {
-    if !nix::unistd::geteuid().is_root() {
-        return Err("needs root to switch uid".into());
-    }
-    let path = "/dev/knem";
-    let old_mode = std::fs::metadata(path)
-        .ctx("stat /dev/knem")?
-        .permissions()
-        .mode();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-        .ctx("chmod /dev/knem")?;
-    let r = other_uid_body();
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(old_mode & 0o7777));
-    r
+    with_device_open_to_all(other_uid_body)
 }
 
 fn other_uid_body() -> TestResult {
@@ -194,8 +178,7 @@ fn other_uid_body() -> TestResult {
         RegionFlags::SINGLE_USE,
     )?;
     let mut peer = spawn_peer(move |chan| {
-        nix::unistd::setgid(nix::unistd::Gid::from_raw(NOBODY)).ctx("setgid")?;
-        nix::unistd::setuid(nix::unistd::Uid::from_raw(NOBODY)).ctx("setuid")?;
+        become_nobody()?;
         alarm(60); // the notification read below blocks
         let d = Device::open().ctx("open as nobody")?;
         let array = d.map_status_array(16).ctx("mmap as nobody")?;

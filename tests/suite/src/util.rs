@@ -531,3 +531,31 @@ pub fn check_bytes(what: &str, got: &[u8], want: impl Fn(usize) -> u8) -> TestRe
         )),
     }
 }
+
+/// The uid (and gid) tests drop to, to act as another user.
+pub const NOBODY: u32 = 65534;
+
+/// Drops this process to uid and gid [`NOBODY`] (a forked peer, normally).
+pub fn become_nobody() -> TestResult {
+    nix::unistd::setgid(nix::unistd::Gid::from_raw(NOBODY)).ctx("setgid")?;
+    nix::unistd::setuid(nix::unistd::Uid::from_raw(NOBODY)).ctx("setuid")
+}
+
+/// Runs `f` with /dev/knem usable by every uid (mode 0666), and puts the
+/// old mode back whatever `f` returns.  Needs root, as switching uid does.
+pub fn with_device_open_to_all(f: impl FnOnce() -> TestResult) -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Err("needs root to switch uid".into());
+    }
+    let path = "/dev/knem";
+    let old_mode = std::fs::metadata(path)
+        .ctx("stat /dev/knem")?
+        .permissions()
+        .mode();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .ctx("chmod /dev/knem")?;
+    let r = f();
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(old_mode & 0o7777));
+    r
+}
