@@ -10,6 +10,7 @@
 #ifndef KNEM_COMPAT_H
 #define KNEM_COMPAT_H
 
+#include <linux/mm.h>
 #include <linux/types.h>
 
 /*
@@ -25,6 +26,21 @@ static inline bool knem_ro_pin_needs_cow_break(void)
 	return true;
 #else
 	return false;
+#endif
+}
+
+/*
+ * KNEM_NO_VM_FLAGS_SET: before 6.3 a driver's mmap handler sets VMA flags
+ * by writing vm_flags; since, only through vm_flags_set().  Either way the
+ * caller holds mmap_lock for writing.
+ */
+static inline void knem_vm_flags_set(struct vm_area_struct *vma,
+				     unsigned long flags)
+{
+#ifdef KNEM_NO_VM_FLAGS_SET
+	vma->vm_flags |= flags;
+#else
+	vm_flags_set(vma, flags);
 #endif
 }
 

@@ -12,17 +12,22 @@
  * access rule.
  *
  * The kernel exports neither ptrace_may_access() nor the LSM hook behind
- * it, so the ptrace rule is checked here the way the core of
- * __ptrace_may_access() and the commoncap module check it for
- * PTRACE_MODE_ATTACH_REALCREDS: same credentials and no capability the
- * caller lacks, or CAP_SYS_PTRACE over the owner; and a non-dumpable owner
- * only with CAP_SYS_PTRACE.  Yama's scope and other LSMs' ptrace hooks are
- * not reachable from a module and are not consulted.
+ * it, so the ptrace rule is checked in two steps.  First the core of
+ * __ptrace_may_access() and the commoncap module, here: same credentials
+ * and no capability the caller lacks, or CAP_SYS_PTRACE over the owner;
+ * and a non-dumpable owner only with CAP_SYS_PTRACE.  Then Yama's scope and
+ * the other LSMs' ptrace hooks, through the one exported path that runs
+ * them: opening the owner's /proc/PID/mem as the caller (see
+ * knem_lsm_may_attach()).
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/dcache.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
 #include <linux/moduleparam.h>
 #include <linux/pid.h>
+#include <linux/pid_namespace.h>
 #include <linux/sched.h>
 #include <linux/sched/coredump.h>
 #include <linux/sched/mm.h>
@@ -156,7 +161,47 @@ static bool knem_creds_may_attach(const struct cred *cred,
 	return ns_capable(tcred->user_ns, CAP_SYS_PTRACE);
 }
 
-static bool knem_may_attach(struct task_struct *task)
+/*
+ * Whether Yama and the other LSMs let current ptrace-attach task, whose
+ * region pins mm.  Opening /proc/PID/mem runs ptrace_may_access() with
+ * PTRACE_MODE_ATTACH_FSCREDS, every LSM hook included, as the opener.
+ *
+ * The open goes through the caller's /proc by the owner's number in the
+ * caller's pid namespace, paths the caller controls; so the file must prove
+ * it is the owner's: a procfs file named "mem" (not another per-process
+ * file bind-mounted there, opened under a weaker ptrace mode) whose
+ * private_data is the mm procfs resolved, which must be the owner's.  A
+ * recycled pid, a /proc of another namespace, no /proc at all, or an owner
+ * that has exec()ed since it pinned all fail closed.
+ */
+static bool knem_lsm_may_attach(struct task_struct *task,
+				struct mm_struct *mm)
+{
+	char path[sizeof("/proc/2147483647/mem")];
+	struct file *file;
+	pid_t nr;
+	bool ok;
+
+	nr = task_tgid_nr_ns(task, task_active_pid_ns(current));
+	if (!nr)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/mem", nr);
+	file = filp_open(path, O_RDONLY | O_LARGEFILE, 0);
+	if (IS_ERR(file)) {
+		if (PTR_ERR(file) == -ENOENT)
+			pr_info_ratelimited("knem: %s[%d]: access_policy=ptrace needs /proc mounted in the caller's namespace\n",
+					    current->comm, task_tgid_vnr(current));
+		return false;
+	}
+	ok = file_inode(file)->i_sb->s_magic == PROC_SUPER_MAGIC &&
+	     strcmp(file->f_path.dentry->d_name.name, "mem") == 0 &&
+	     file->private_data == mm;
+	filp_close(file, NULL);
+	return ok;
+}
+
+static bool knem_may_attach(struct task_struct *task,
+			    struct mm_struct *owner_mm)
 {
 	const struct cred *tcred;
 	struct mm_struct *mm;
@@ -176,7 +221,7 @@ static bool knem_may_attach(struct task_struct *task)
 			ok = false;
 		mmput(mm);
 	}
-	return ok;
+	return ok && knem_lsm_may_attach(task, owner_mm);
 }
 
 int knem_shim_may_access(void *owner)
@@ -189,7 +234,7 @@ int knem_shim_may_access(void *owner)
 	task = get_pid_task(o->tgid, PIDTYPE_TGID);
 	if (!task)
 		return 0;
-	ok = knem_may_attach(task);
+	ok = knem_may_attach(task, o->mm);
 	put_task_struct(task);
 	return ok;
 }

@@ -17,6 +17,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
+#include "knem_compat.h"
 #include "knem_io.h"
 #include "knem_core.h"
 #include "knem_shim.h"
@@ -115,6 +116,13 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 		goto free_array;
 	}
 
+	/*
+	 * The array belongs to this open file, whose context a forked child
+	 * cannot use (EBADF): the child gets no copy of the mapping either,
+	 * or it could overwrite the parent's status bytes.  mremap() may not
+	 * grow it past the pages inserted here.
+	 */
+	knem_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND);
 	err = knem_status_insert_pages(vma, array->slots, len);
 	if (err)
 		goto free_slots;

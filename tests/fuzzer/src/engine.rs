@@ -1616,8 +1616,20 @@ impl Engine {
             self.shared.event(Ev::Fork);
             return;
         }
-        // The child: its own sequence with the parent's fds, regions,
-        // buffers and status arrays, then one of three ends.
+        // The child: its own sequence with the parent's fds, regions and
+        // buffers, then one of three ends.  Status arrays stay with the
+        // parent (VM_DONTCOPY): none of them may be mapped here.
+        for m in std::mem::take(&mut self.maps) {
+            let mut vec = 0u8;
+            // SAFETY: mincore only reports on the range; base is page-aligned.
+            let r = unsafe { libc::mincore((m.base + m.lo) as *mut c_void, 1, &mut vec) };
+            if r == 0 {
+                self.fail(&format!(
+                    "status array at {:#x} inherited by a fork",
+                    m.base
+                ));
+            }
+        }
         self.name = name;
         self.seed = seed;
         self.rng = Rng::new(seed);

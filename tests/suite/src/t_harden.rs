@@ -353,6 +353,166 @@ pub fn access_policy_ptrace() -> TestResult {
     })
 }
 
+const YAMA_SCOPE: &str = "/proc/sys/kernel/yama/ptrace_scope";
+
+/// Runs `f` with Yama's ptrace_scope at `scope`, then restores it.
+fn with_yama_scope(scope: u32, f: impl FnOnce() -> TestResult) -> TestResult {
+    let old = std::fs::read_to_string(YAMA_SCOPE)
+        .ctx("Yama is not active on this kernel (it is on Debian's)")?;
+    std::fs::write(YAMA_SCOPE, scope.to_string()).ctx("set ptrace_scope")?;
+    let r = f();
+    std::fs::write(YAMA_SCOPE, old.trim()).ctx("restore ptrace_scope")?;
+    r
+}
+
+/// A nobody process owns a region and its nobody child owns another; what
+/// the parent's read of the child's region gives (Yama's "descendant"
+/// case), then the child's read of the parent's.
+fn yama_lineage() -> TestResult<[u64; 2]> {
+    let mut parent = spawn_peer(|chan| {
+        become_nobody()?;
+        // SAFETY: plain prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+        let mut child = spawn_peer(|up| {
+            let dev = Device::open().ctx("child open")?;
+            let mem = Mem::new(1)?;
+            mem.fill(0x77);
+            let c = region(&dev, &mem, 64, RegionFlags::NONE)?;
+            up.send(c.as_raw())?;
+            let theirs = Cookie::from_raw(up.recv()?);
+            up.send(read_outcome(&dev, theirs))?;
+            up.recv()?;
+            drop(mem);
+            Ok(())
+        })?;
+        let theirs = Cookie::from_raw(child.recv()?);
+        let dev = Device::open().ctx("parent open")?;
+        let mem = Mem::new(1)?;
+        mem.fill(0x77);
+        let mine = region(&dev, &mem, 64, RegionFlags::NONE)?;
+        let down = read_outcome(&dev, theirs);
+        child.send(mine.as_raw())?;
+        let up = child.recv()?;
+        child.send(0)?;
+        child.finish()?;
+        chan.send(down)?;
+        chan.send(up)
+    })?;
+    let down = parent.recv()?;
+    let up = parent.recv()?;
+    parent.finish()?;
+    Ok([down, up])
+}
+
+/// access_policy=ptrace follows Yama's ptrace_scope, as CMA does: 0 is the
+/// classic rule; 1 lets only an ancestor (or CAP_SYS_PTRACE) in; 2 only
+/// CAP_SYS_PTRACE.  The uid policy ignores it.
+pub fn access_policy_ptrace_yama() -> TestResult {
+    use Status::Success;
+    const EPERM: Result<Status, Errno> = Err(Errno::EPERM);
+    let lineage = |scope: &str, got: [u64; 2], want: [Result<Status, Errno>; 2]| {
+        let names = ["ancestor reads descendant", "descendant reads ancestor"];
+        for i in 0..2 {
+            let w = match want[i] {
+                Ok(s) => s.to_raw() as u64,
+                Err(e) => (1 << 63) | e as i32 as u64,
+            };
+            ensure!(
+                got[i] == w,
+                "{scope}: {}: got {:?}, expected {:?}",
+                names[i],
+                decode_outcome(got[i]),
+                want[i]
+            );
+        }
+        Ok(())
+    };
+    with_policy("ptrace", || {
+        with_yama_scope(0, || {
+            expect_outcomes(
+                "ptrace, scope 0",
+                policy_matrix()?,
+                [Ok(Success), Ok(Success), EPERM],
+            )?;
+            lineage(
+                "ptrace, scope 0",
+                yama_lineage()?,
+                [Ok(Success), Ok(Success)],
+            )
+        })?;
+        with_yama_scope(1, || {
+            expect_outcomes(
+                "ptrace, scope 1",
+                policy_matrix()?,
+                [EPERM, Ok(Success), EPERM],
+            )?;
+            lineage("ptrace, scope 1", yama_lineage()?, [Ok(Success), EPERM])
+        })?;
+        with_yama_scope(2, || {
+            expect_outcomes(
+                "ptrace, scope 2",
+                policy_matrix()?,
+                [EPERM, Ok(Success), EPERM],
+            )?;
+            lineage("ptrace, scope 2", yama_lineage()?, [EPERM, EPERM])
+        })
+    })?;
+    with_policy("uid", || {
+        with_yama_scope(2, || {
+            expect_outcomes(
+                "uid, scope 2",
+                policy_matrix()?,
+                [Ok(Success), EPERM, Ok(Success)],
+            )
+        })
+    })
+}
+
+/// Mappings of /dev/knem in this process, from /proc/self/maps.
+fn knem_mappings() -> TestResult<usize> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ctx("/proc/self/maps")?;
+    Ok(maps.lines().filter(|l| l.ends_with("/dev/knem")).count())
+}
+
+/// The status array is not inherited: a forked child has no mapping of it
+/// (it could only have scribbled on the parent's slots), and the parent's
+/// array keeps working after the child is gone.
+pub fn fork_child_has_no_status_array() -> TestResult {
+    let dev = Device::open().ctx("open")?;
+    let array = dev.map_status_array(64).ctx("map status array")?;
+    ensure!(
+        knem_mappings()? == 1,
+        "parent: {} /dev/knem mappings",
+        knem_mappings()?
+    );
+    let child = spawn_peer(|_| {
+        let n = knem_mappings()?;
+        ensure!(n == 0, "child inherited {n} /dev/knem mappings");
+        Ok(())
+    })?;
+    child.finish()?;
+    let mem = Mem::new(1)?;
+    mem.fill(0x5a);
+    let c = region(&dev, &mem, PAGE, RegionFlags::NONE)?;
+    let t = dev
+        .read_async(
+            &array,
+            c,
+            0,
+            vec![0u8; PAGE],
+            None,
+            7,
+            knem::CopyFlags::MEMCPY_THREAD,
+        )
+        .ctx("async read after fork")?;
+    let (st, buf) = t
+        .wait_timeout(Duration::from_secs(20))
+        .map_err(|_| "async read after fork: still pending after 20 s".to_string())?;
+    ensure!(st == Status::Success, "async read after fork ended {st}");
+    check_bytes("async read after fork", &buf, |_| 0x5a)?;
+    dev.destroy_region(c).ctx("destroy")
+}
+
 /// A forked child shares the parent's fd, but not its context: every
 /// ioctl on it is EBADF, so it can neither destroy nor write the parent's
 /// regions, and its exit changes nothing.  With its own fd it may read
