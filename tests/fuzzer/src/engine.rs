@@ -892,7 +892,13 @@ impl Engine {
                 }
                 // SAFETY: as above.
                 *v = unsafe { std::ptr::read_unaligned(at as *const T) };
-                (e, !ro)
+                // What the driver wrote there is not necessarily what we
+                // read: arena buffers are also copy targets, of this
+                // process's pending async copies and of other processes'
+                // copies into regions over them, which may land at any
+                // time (a 30-minute run saw one).  Only the heap copy of
+                // the argument is checked.
+                (e, false)
             }
             Loc::Straddle(at, k) => {
                 // SAFETY: [at, at + k) is the writable tail of a buffer.
