@@ -155,15 +155,18 @@ FORCE:
 # Packaging: source tarball, .deb, .rpm, and their end-to-end test.
 #
 #   make dist          build/dist/knem-rs-VERSION.tar.gz: the source tree with
-#                      the prebuilt Rust object, the tools (prebuilt/) and
-#                      the BUILDINFO that describes them
+#                      the prebuilt Rust object, the tools and the C API
+#                      library (prebuilt/) and the BUILDINFO that describes
+#                      them
 #   make deb           .deb packages in build/deb/ (built from that tarball)
 #   make rpm           .rpm packages in build/rpm/ (rpmbuild -ba on the tarball)
 #   make package-test  install, kernel upgrade and purge on this machine (root)
 #
-# Packages never run cargo: the Rust object and the tools are built here,
-# before them, and shipped in c-shim/knem_core.prebuilt and prebuilt/ (tools
-# statically linked, so one binary serves every distribution).
+# Packages never run cargo: the Rust object, the tools and libknem_rs are
+# built here, before them, and shipped in c-shim/knem_core.prebuilt and
+# prebuilt/ (tools statically linked, so one binary serves every
+# distribution; the library linked against this machine's glibc, as any
+# shared library is).
 # KNEM_RS_NO_CORE_BUILD=1 makes `dist` reuse what an earlier run built
 # (build/prebuilt/, build/knem_core.BUILDINFO) instead;
 # KNEM_RS_TARBALL=PATH makes `deb` and `rpm` package that tarball (one made by
@@ -177,8 +180,17 @@ DIST_DIR := $(BUILD)/dist
 DIST_TARBALL := $(DIST_DIR)/$(DIST_NAME).tar.gz
 PKG_TARBALL = $(abspath $(or $(KNEM_RS_TARBALL),$(DIST_TARBALL)))
 BUILDINFO := $(BUILD)/knem_core.BUILDINFO
-# The command-line tools shipped in knem-rs-tools.
-PKG_TOOLS := knem-bench knem-stat
+# The command-line tools shipped in knem-rs-tools, and the crates that
+# build them (knem-run, the team launcher of the C API, is in knem-coll).
+PKG_TOOLS := knem-bench knem-stat knem-run
+PKG_TOOL_CRATES := knem-bench knem-stat knem-coll
+# The C API of userlib/knem-capi: libknem_rs.so and libknem_rs.a. The
+# soname's number is set by userlib/knem-capi/build.rs and is part of the
+# Debian package name (libknem-rs0); capi-bin checks they agree.
+CAPI_SOMAJOR := 0
+CAPI_SONAME := libknem_rs.so.$(CAPI_SOMAJOR)
+CAPI_FILES := libknem_rs.so libknem_rs.a
+CAPI_BUILD_ARGS := --release --locked --target $(HOST_TARGET) -p knem-capi
 PREBUILT := $(BUILD)/prebuilt
 SOURCE_DATE_EPOCH ?= $(shell git -C $(TOP) log -1 --format=%ct 2>/dev/null || echo 0)
 RPMBUILD_FLAGS ?= $(if $(shell rpm -q --quiet make 2>/dev/null && echo y),,--nodeps)
@@ -187,23 +199,36 @@ RPMBUILD_FLAGS ?= $(if $(shell rpm -q --quiet make 2>/dev/null && echo y),,--nod
 DESTDIR ?=
 PREFIX ?= /usr
 INCLUDEDIR ?= $(PREFIX)/include
+# knem-rs.pc describes only a header, so it is architecture-independent;
+# knem_rs.pc names the library and lives next to it.
 PKGCONFIGDIR ?= $(PREFIX)/share/pkgconfig
+LIBDIR ?= $(PREFIX)/lib
+LIBPKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DKMS_SRCDIR ?= $(PREFIX)/src/$(DIST_NAME)
 UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: buildinfo tools-bin dist deb rpm package-test package-check \
-	install-dkms install-dev install-tools
+.PHONY: buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
+	install-dkms install-dev install-lib install-tools
 
 tools-bin:
-	$(STATIC_BUILD) --locked $(foreach t,$(PKG_TOOLS),-p $(t))
+	$(STATIC_BUILD) --locked $(foreach c,$(PKG_TOOL_CRATES),-p $(c))
 	@mkdir -p $(PREBUILT)
 	@for t in $(PKG_TOOLS); do cp target/$(HOST_TARGET)/release/$$t $(PREBUILT)/$$t.tmp && \
 		mv $(PREBUILT)/$$t.tmp $(PREBUILT)/$$t; done
 
+# Not crt-static: a shared library uses the libc of the program loading it.
+capi-bin:
+	$(CARGO) build $(CAPI_BUILD_ARGS)
+	@objdump -p target/$(HOST_TARGET)/release/libknem_rs.so | grep -qE '^ +SONAME +$(CAPI_SONAME)$$' || \
+		{ echo "libknem_rs.so: soname is not $(CAPI_SONAME) (userlib/knem-capi/build.rs, CAPI_SOMAJOR)"; exit 1; }
+	@mkdir -p $(PREBUILT)
+	@for f in $(CAPI_FILES); do cp target/$(HOST_TARGET)/release/$$f $(PREBUILT)/$$f.tmp && \
+		mv $(PREBUILT)/$$f.tmp $(PREBUILT)/$$f; done
+
 # What went into the prebuilt object, so a package can be rebuilt bit for bit.
-buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin)
+buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin capi-bin)
 	@test -f c-shim/knem_core.prebuilt || { echo "c-shim/knem_core.prebuilt is missing: run make core-object"; exit 1; }
 	@if [ -z "$(KNEM_RS_NO_CORE_BUILD)" ]; then \
 		{ echo "# How c-shim/knem_core.prebuilt of $(DIST_NAME) was built."; \
@@ -224,7 +249,12 @@ buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin)
 		  echo "objcopy: $$(objcopy --version | head -n 1)"; \
 		  for t in $(PKG_TOOLS); do \
 		    echo "tool: prebuilt/$$t sha256 $$(sha256sum < $(PREBUILT)/$$t | cut -d' ' -f1)"; done; \
-		  echo "tools-build-command: RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release --locked$(foreach t,$(PKG_TOOLS), -p $(t)) --target $(HOST_TARGET)"; \
+		  echo "tools-build-command: RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release --locked$(foreach c,$(PKG_TOOL_CRATES), -p $(c)) --target $(HOST_TARGET)"; \
+		  for f in $(CAPI_FILES); do \
+		    echo "library: prebuilt/$$f sha256 $$(sha256sum < $(PREBUILT)/$$f | cut -d' ' -f1)"; done; \
+		  echo "library-build-command: cargo build $(CAPI_BUILD_ARGS)"; \
+		  echo "library-soname: $(CAPI_SONAME)"; \
+		  echo "library-glibc: $$(ldd --version | head -n 1)"; \
 		} > $(BUILDINFO).tmp && mv $(BUILDINFO).tmp $(BUILDINFO); \
 	fi
 	@test -f $(BUILDINFO) || { echo "$(BUILDINFO) is missing: run make buildinfo without KNEM_RS_NO_CORE_BUILD"; exit 1; }
@@ -233,6 +263,9 @@ buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin)
 	@for t in $(PKG_TOOLS); do \
 		grep -q "^tool: prebuilt/$$t sha256 $$(sha256sum < $(PREBUILT)/$$t | cut -d' ' -f1)$$" $(BUILDINFO) || \
 		{ echo "$(BUILDINFO) does not describe $(PREBUILT)/$$t"; exit 1; }; done
+	@for f in $(CAPI_FILES); do \
+		grep -q "^library: prebuilt/$$f sha256 $$(sha256sum < $(PREBUILT)/$$f | cut -d' ' -f1)$$" $(BUILDINFO) || \
+		{ echo "$(BUILDINFO) does not describe $(PREBUILT)/$$f"; exit 1; }; done
 
 # Tracked and untracked (not ignored) files, the prebuilt object, BUILDINFO.
 dist: buildinfo package-check
@@ -242,7 +275,7 @@ dist: buildinfo package-check
 		tar -cf - -T - | tar -xf - -C $(DIST_DIR)/$(DIST_NAME)
 	@cp $(BUILDINFO) $(DIST_DIR)/$(DIST_NAME)/BUILDINFO
 	@mkdir -p $(DIST_DIR)/$(DIST_NAME)/prebuilt && \
-		for t in $(PKG_TOOLS); do cp $(PREBUILT)/$$t $(DIST_DIR)/$(DIST_NAME)/prebuilt/; done
+		for f in $(PKG_TOOLS) $(CAPI_FILES); do cp $(PREBUILT)/$$f $(DIST_DIR)/$(DIST_NAME)/prebuilt/; done
 	@tar --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner \
 		--format=gnu -C $(DIST_DIR) -cf - $(DIST_NAME) | gzip -n -9 > $(DIST_TARBALL).tmp
 	@mv $(DIST_TARBALL).tmp $(DIST_TARBALL) && rm -rf $(DIST_DIR)/$(DIST_NAME)
@@ -285,8 +318,25 @@ install-tools:
 	@for t in $(PKG_TOOLS); do test -f prebuilt/$$t || { echo "prebuilt/$$t is missing: install from the make dist tarball"; exit 1; }; done
 	for t in $(PKG_TOOLS); do install -D -m 0755 prebuilt/$$t $(DESTDIR)$(BINDIR)/$$t || exit 1; done
 
+# The runtime library: the file named after the release, and the soname
+# link that the dynamic linker looks for (ldconfig would make the same one).
+install-lib:
+	@test -f prebuilt/libknem_rs.so || { echo "prebuilt/libknem_rs.so is missing: install from the make dist tarball"; exit 1; }
+	install -D -m 0755 prebuilt/libknem_rs.so $(DESTDIR)$(LIBDIR)/libknem_rs.so.$(PKG_VERSION)
+	ln -sfn libknem_rs.so.$(PKG_VERSION) $(DESTDIR)$(LIBDIR)/$(CAPI_SONAME)
+
+# Headers, the static library, the link-time libknem_rs.so -> soname link
+# (its target comes with install-lib) and both pkg-config files.
 install-dev:
+	@test -f prebuilt/libknem_rs.a || { echo "prebuilt/libknem_rs.a is missing: install from the make dist tarball"; exit 1; }
 	install -D -m 0644 include/knem_io.h $(DESTDIR)$(INCLUDEDIR)/knem_io.h
+	install -D -m 0644 userlib/knem-capi/include/knem_rs.h $(DESTDIR)$(INCLUDEDIR)/knem_rs.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		-e 's|@VERSION@|$(PKG_VERSION)|' packaging/knem-rs.pc.in | \
 		install -D -m 0644 /dev/stdin $(DESTDIR)$(PKGCONFIGDIR)/$(PKG_NAME).pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+		-e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
+		-e 's|@VERSION@|$(PKG_VERSION)|' userlib/knem-capi/knem_rs.pc.in | \
+		install -D -m 0644 /dev/stdin $(DESTDIR)$(LIBPKGCONFIGDIR)/knem_rs.pc
+	install -D -m 0644 prebuilt/libknem_rs.a $(DESTDIR)$(LIBDIR)/libknem_rs.a
+	ln -sfn $(CAPI_SONAME) $(DESTDIR)$(LIBDIR)/libknem_rs.so

@@ -7,12 +7,15 @@
 #   2. apt install: DKMS builds knem.ko for every kernel with headers (and
 #      rebuilds it from the Rust sources with KNEM_RS_REBUILD_CORE=1, bit
 #      for bit), each kernel that has an image boots in the VM with that
-#      knem.ko and passes tests/vm/smoke.sh, knem_io.h and knem-bench work;
+#      knem.ko and passes tests/vm/smoke.sh, knem_io.h and the tools work;
+#      the C API's installed example compiles with pkg-config knem_rs
+#      against the installed library only, shared and static, and passes as
+#      a knem-run team here (CMA, shm) and in the VM over the knem module;
 #   3. kernel upgrade: installing another kernel's headers builds knem.ko
 #      for it through DKMS's hook; its image, if apt has it, boots too;
 #   4. apt purge leaves nothing behind;
-#   5. rpmbuild -ba, then the RPMs' contents, scripts, provides and
-#      dkms.conf are checked.
+#   5. rpmbuild -ba, then the RPMs' contents, scripts, provides, requires
+#      and dkms.conf are checked.
 #
 # Re-runnable: an earlier installation is purged first, and the packages
 # are purged at the end even when a check fails. The extra kernel packages
@@ -35,6 +38,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 name=knem-rs
 version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+# Where the Debian packages put libknem_rs (the multiarch libdir).
+libdir=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 upgrade_kver=${KNEM_PKG_UPGRADE_KERNEL:-6.12.95+deb12-rt-amd64}
 upgrade_image=${KNEM_PKG_UPGRADE_IMAGE:-1}
 no_vm=${KNEM_PKG_NO_VM:-0}
@@ -75,7 +80,7 @@ added_kernel_pkgs() {
 
 purge_ours() {
 	local p pkgs=()
-	for p in knem-rs-dkms libknem-rs-dev knem-rs-tools; do
+	for p in knem-rs-dkms libknem-rs-dev libknem-rs0 knem-rs-tools; do
 		dpkg-query -W "$p" >/dev/null 2>&1 && pkgs+=("$p")
 	done
 	[ ${#pkgs[@]} -eq 0 ] || apt-get purge -y "${pkgs[@]}"
@@ -167,6 +172,71 @@ boot_smoke() {
 	tests/vm/run --kernel "$1" --module "$ko" --add tests/vm/smoke.sh -- smoke.sh
 }
 
+# The C API, as an MPI transport developer would use it: the example that
+# libknem-rs-dev ships, compiled with pkg-config knem_rs and nothing from
+# this tree (no search path from the environment either), then run as a
+# team by the installed knem-run.
+capi_env() {
+	env -u CPATH -u C_INCLUDE_PATH -u LIBRARY_PATH -u LD_LIBRARY_PATH \
+		-u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR "$@"
+}
+
+# PATH is the installed libknem_rs.so.0 (seen through /lib or /usr/lib: with
+# merged /usr both are the same file).
+is_installed_lib() {
+	[ -n "$1" ] && [ "$(readlink -f "$1")" = "$(readlink -f "$libdir/libknem_rs.so.0")" ]
+}
+
+capi_soname() {
+	objdump -p "$libdir/libknem_rs.so.0" | tee /dev/stderr | grep -qE '^ +SONAME +libknem_rs\.so\.0$' &&
+		is_installed_lib "$(ldconfig -p | tee /dev/stderr |
+			sed -n 's/^[[:space:]]*libknem_rs\.so\.0 (libc6,x86-64) => //p')"
+}
+
+capi_build_shared() {
+	cp /usr/share/doc/libknem-rs-dev/examples/example.c "$work/example.c" || return 1
+	(cd "$work" && capi_env sh -c 'cc -std=c99 -Wall -Wextra -Werror -O2 -o capi-example example.c \
+		$(pkg-config --cflags --libs knem_rs)') || return 1
+	objdump -p "$work/capi-example" | grep -E '^ +NEEDED +libknem_rs\.so\.0$' &&
+		is_installed_lib "$(capi_env ldd "$work/capi-example" | tee /dev/stderr |
+			sed -n 's/^[[:space:]]*libknem_rs\.so\.0 => \([^ ]*\) .*/\1/p')"
+}
+
+# --static adds Libs.private; -static makes the linker take libknem_rs.a.
+capi_build_static() {
+	cp /usr/share/doc/libknem-rs-dev/examples/example.c "$work/example.c" || return 1
+	(cd "$work" && capi_env sh -c 'cc -std=c99 -Wall -Wextra -Werror -O2 -static -o capi-example-static \
+		example.c $(pkg-config --static --cflags --libs knem_rs)') || return 1
+	objdump -p "$work/capi-example-static" > "$work/static.objdump" || return 1
+	if grep NEEDED "$work/static.objdump"; then echo "not statically linked"; return 1; fi
+}
+
+# capi_run N TRANSPORT|auto PROGRAM: the team passes and rank 0 reports
+# the transport expected (auto: the first that works here).
+capi_run() {
+	local n=$1 transport=$2 prog=$3 want=$2 out
+	if [ "$transport" = auto ]; then
+		want=cma
+		[ -c /dev/knem ] && want=knem
+		out=$(capi_env /usr/bin/knem-run -n "$n" -- "$prog" 2>&1)
+	else
+		out=$(capi_env /usr/bin/knem-run -n "$n" --transport "$transport" -- "$prog" 2>&1)
+	fi || { echo "$out"; return 1; }
+	echo "$out"
+	grep -qx "example: $n ranks over $want ok" <<< "$out"
+}
+
+# The static example in the VM, over the knem module DKMS built for kernel $1.
+capi_vm_knem() {
+	local ko out
+	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
+	out=$(tests/vm/run --kernel "$1" --module "$ko" --add "$work/capi-example-static" \
+		--add /usr/bin/knem-run -- sh -c 'mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm &&
+		knem-run -n 3 --transport knem -- /opt/capi-example-static' 2>&1) || { echo "$out"; return 1; }
+	echo "$out"
+	tr -d '\r' <<< "$out" | grep -qx "example: 3 ranks over knem ok"
+}
+
 # FORMAT PACKAGE LISTING: compare a package's file list with expected-files.txt.
 contents_match() {
 	local fmt=$1 pkg=$2 listing=$3 want allow line f status=0
@@ -204,11 +274,15 @@ nothing_left() {
 	fi
 	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \
 		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf \
-		/usr/include/knem_io.h /usr/share/pkgconfig/knem-rs.pc /usr/share/doc/knem-rs-dkms \
-		/usr/bin/knem-bench /usr/bin/knem-stat; do
-		[ -e "$f" ] && { echo "left behind: $f"; status=1; }
+		/usr/include/knem_io.h /usr/include/knem_rs.h /usr/share/pkgconfig/knem-rs.pc \
+		$libdir/libknem_rs.* $libdir/pkgconfig/knem_rs.pc \
+		/usr/share/doc/knem-rs-dkms /usr/share/doc/libknem-rs0 /usr/share/doc/libknem-rs-dev \
+		/usr/bin/knem-bench /usr/bin/knem-stat /usr/bin/knem-run; do
+		[ -e "$f" ] || [ -L "$f" ] && { echo "left behind: $f"; status=1; }
 	done
-	for f in knem-rs-dkms libknem-rs-dev knem-rs-tools; do
+	# ldconfig's trigger must have dropped the library from the cache too.
+	ldconfig -p | grep libknem_rs && { echo "left behind in ld.so.cache"; status=1; }
+	for f in knem-rs-dkms libknem-rs-dev libknem-rs0 knem-rs-tools; do
 		dpkg-query -W "$f" >/dev/null 2>&1 && { echo "still known to dpkg: $f"; status=1; }
 	done
 	return $status
@@ -217,9 +291,9 @@ nothing_left() {
 # --------------------------------------------------------------------------
 say "preconditions"
 [ "$(id -u)" = 0 ] || { echo "package-test installs packages: run it as root"; exit 1; }
-for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio; do
+for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio cc pkg-config objdump; do
 	command -v "$tool" >/dev/null || {
-			echo "missing $tool: apt-get install debhelper dh-dkms lintian dkms rpm cpio"; exit 1; }
+			echo "missing $tool: apt-get install debhelper dh-dkms lintian dkms rpm cpio gcc pkg-config binutils"; exit 1; }
 done
 check "versions agree (Cargo.toml, dkms.conf, debian/changelog, spec)" tests/package/check-versions.sh
 check "earlier installation purged" purge_ours
@@ -228,10 +302,11 @@ check "earlier installation purged" purge_ours
 say "1. build the .deb packages"
 check "make deb" make deb
 deb_dkms=$(ls build/deb/knem-rs-dkms_"$version"-*_all.deb 2>/dev/null | tail -n 1)
-deb_dev=$(ls build/deb/libknem-rs-dev_"$version"-*_all.deb 2>/dev/null | tail -n 1)
+deb_lib=$(ls build/deb/libknem-rs0_"$version"-*_amd64.deb 2>/dev/null | tail -n 1)
+deb_dev=$(ls build/deb/libknem-rs-dev_"$version"-*_amd64.deb 2>/dev/null | tail -n 1)
 deb_tools=$(ls build/deb/knem-rs-tools_"$version"-*_amd64.deb 2>/dev/null | tail -n 1)
 changes=$(ls build/deb/${name}_"$version"-*_*.changes 2>/dev/null | tail -n 1)
-if [ -z "$deb_dkms" ] || [ -z "$deb_dev" ] || [ -z "$deb_tools" ]; then
+if [ -z "$deb_dkms" ] || [ -z "$deb_lib" ] || [ -z "$deb_dev" ] || [ -z "$deb_tools" ]; then
 	bad "no .deb produced; the rest of the Debian checks are skipped"
 else
 	lintian --pedantic --show-overrides "$changes" > "$logdir/lintian.txt" 2>&1
@@ -241,12 +316,22 @@ else
 		ok "lintian: no errors ($(grep -c '^W: ' "$logdir/lintian.txt") warnings, $logdir/lintian.txt)"
 	fi
 	deb_listing "$deb_dkms" > "$work/deb-dkms.list"
+	deb_listing "$deb_lib" > "$work/deb-lib.list"
 	deb_listing "$deb_dev" > "$work/deb-dev.list"
 	deb_listing "$deb_tools" > "$work/deb-tools.list"
 	check "dpkg -c knem-rs-dkms matches expected-files.txt" contents_match deb knem-rs-dkms "$work/deb-dkms.list"
+	check "dpkg -c libknem-rs0 matches expected-files.txt" contents_match deb libknem-rs0 "$work/deb-lib.list"
 	check "dpkg -c libknem-rs-dev matches expected-files.txt" contents_match deb libknem-rs-dev "$work/deb-dev.list"
 	check "dpkg -c knem-rs-tools matches expected-files.txt" contents_match deb knem-rs-tools "$work/deb-tools.list"
 	check "the .deb's dkms.conf is the tree's" same_dkms_conf_deb "$deb_dkms"
+	check "libknem-rs0: shlibs file, ldconfig trigger, Depends from shlibs (libc6), Multi-Arch same" bash -c \
+		"dpkg-deb -I '$deb_lib' shlibs | tee /dev/stderr | grep -qx 'libknem_rs 0 libknem-rs0 (>= $version)' &&
+		 dpkg-deb -I '$deb_lib' triggers | grep -qx 'activate-noawait ldconfig' &&
+		 dpkg-deb -f '$deb_lib' Depends | tee /dev/stderr | grep -q 'libc6 (>= ' &&
+		 dpkg-deb -f '$deb_lib' Multi-Arch | grep -qx same"
+	check "libknem-rs-dev: amd64, Multi-Arch same, depends on libknem-rs0 of the same version" bash -c \
+		"dpkg-deb -f '$deb_dev' Architecture | grep -qx amd64 && dpkg-deb -f '$deb_dev' Multi-Arch | grep -qx same &&
+		 dpkg-deb -f '$deb_dev' Depends | tee /dev/stderr | grep -q 'libknem-rs0 (= $version-'"
 	check "the .deb's BUILDINFO names rustc and the object's sha256" bash -c \
 		"dpkg-deb --fsys-tarfile '$deb_dkms' | tar -xOf - ./usr/src/$name-$version/BUILDINFO > '$work/BUILDINFO' &&
 		 grep -q '^rustc-vV: rustc ' '$work/BUILDINFO' &&
@@ -255,8 +340,8 @@ else
 
 	# ----------------------------------------------------------------------
 	say "2. install"
-	check "apt install ./knem-rs-dkms ./libknem-rs-dev ./knem-rs-tools" \
-		apt-get install -y "./$deb_dkms" "./$deb_dev" "./$deb_tools"
+	check "apt install ./knem-rs-dkms ./libknem-rs0 ./libknem-rs-dev ./knem-rs-tools" \
+		apt-get install -y "./$deb_dkms" "./$deb_lib" "./$deb_dev" "./$deb_tools"
 	kernels=$(kernels_with_headers)
 	echo "kernels with headers: $(echo $kernels)"
 	[ -n "$kernels" ] || bad "no kernel with headers on this machine"
@@ -275,10 +360,32 @@ else
 	fi
 	check "knem-bench runs from /usr/bin (--help)" /usr/bin/knem-bench --help
 	check "knem-stat runs from /usr/bin (--help)" /usr/bin/knem-stat --help
+	check "knem-run runs from /usr/bin (--help)" /usr/bin/knem-run --help
+	check "C API: $libdir/libknem_rs.so.0 has SONAME libknem_rs.so.0 (objdump -p), ldconfig knows it" capi_soname
+	if check "C API: the installed example.c builds with pkg-config knem_rs, links the installed libknem_rs.so.0" \
+		capi_build_shared; then
+		check "C API: the example passes on 3 ranks, automatic transport (no /dev/knem here: CMA)" \
+			capi_run 3 auto "$work/capi-example"
+		check "C API: the example passes on 3 ranks over shm" capi_run 3 shm "$work/capi-example"
+	fi
+	capi_static=
+	if check "C API: the example links statically with pkg-config --static knem_rs (libknem_rs.a)" \
+		capi_build_static; then
+		capi_static=1
+		check "C API: the static example passes on 2 ranks over CMA" capi_run 2 cma "$work/capi-example-static"
+	fi
 	if [ "$no_vm" != 1 ]; then
 		for k in $kernels; do
 			if [ -e "/boot/vmlinuz-$k" ]; then
 				check "VM: kernel $k boots with the DKMS-built knem.ko, smoke.sh passes" boot_smoke "$k"
+			fi
+		done
+		# Once, on the first kernel that boots: the C API over the module.
+		for k in $kernels; do
+			if [ -e "/boot/vmlinuz-$k" ] && [ -n "$capi_static" ]; then
+				check "VM: kernel $k, the static C API example passes on 3 ranks over the knem transport" \
+					capi_vm_knem "$k"
+				break
 			fi
 		done
 	fi
@@ -311,8 +418,9 @@ else
 
 	# ----------------------------------------------------------------------
 	say "4. purge"
-	check "apt purge knem-rs-dkms libknem-rs-dev knem-rs-tools" apt-get purge -y knem-rs-dkms libknem-rs-dev knem-rs-tools
-	check "nothing left behind (dkms status, /usr/src, updates/dkms, udev, include)" nothing_left
+	check "apt purge knem-rs-dkms libknem-rs0 libknem-rs-dev knem-rs-tools" \
+		apt-get purge -y knem-rs-dkms libknem-rs0 libknem-rs-dev knem-rs-tools
+	check "nothing left behind (dkms status, /usr/src, updates/dkms, udev, include, libdir, ld.so.cache)" nothing_left
 fi
 
 # --------------------------------------------------------------------------
@@ -325,17 +433,21 @@ else
 	check "make rpm (rpmbuild -ba)" make rpm
 fi
 rpm_dkms=$(ls "$top"/build/rpm/RPMS/noarch/knem-rs-dkms-"$version"-*.noarch.rpm 2>/dev/null | tail -n 1)
-rpm_devel=$(ls "$top"/build/rpm/RPMS/noarch/knem-rs-devel-"$version"-*.noarch.rpm 2>/dev/null | tail -n 1)
+rpm_libs=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-libs-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
+rpm_devel=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-devel-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
 rpm_tools=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-tools-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
-if [ -z "$rpm_dkms" ] || [ -z "$rpm_devel" ] || [ -z "$rpm_tools" ]; then
+if [ -z "$rpm_dkms" ] || [ -z "$rpm_libs" ] || [ -z "$rpm_devel" ] || [ -z "$rpm_tools" ]; then
 	bad "no RPM produced; the RPM checks are skipped"
 else
 	# rpm -qpl lists directories too; keep the files, as dpkg -c does above.
 	rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_dkms" 2>/dev/null |
 		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-dkms.list"
+	rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_libs" 2>/dev/null |
+		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-libs.list"
 	rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_devel" 2>/dev/null |
 		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-devel.list"
 	check "rpm -qpl knem-rs-dkms matches expected-files.txt" contents_match rpm knem-rs-dkms "$work/rpm-dkms.list"
+	check "rpm -qpl knem-rs-libs matches expected-files.txt" contents_match rpm knem-rs-libs "$work/rpm-libs.list"
 	rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_tools" 2>/dev/null |
 		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-tools.list"
 	check "rpm -qpl knem-rs-devel matches expected-files.txt" contents_match rpm knem-rs-devel "$work/rpm-devel.list"
@@ -349,6 +461,15 @@ else
 		 grep -q 'dkms add -m knem-rs' '$work/scripts' && grep -q 'dkms install -m knem-rs' '$work/scripts' &&
 		 grep -q 'dkms remove -m knem-rs -v $version --all --rpm_safe_upgrade' '$work/scripts'"
 	check "the RPM's dkms.conf is the tree's" same_dkms_conf_rpm "$rpm_dkms"
+	# rpm derives the provides from the soname, the requires from DT_NEEDED.
+	check "knem-rs-libs provides libknem_rs.so.0()(64bit), requires libc; ldconfig in %post" bash -c \
+		"rpm -qp --provides '$rpm_libs' | grep -qx 'libknem_rs.so.0()(64bit)' &&
+		 rpm -qp --requires '$rpm_libs' | grep -qx 'libc.so.6()(64bit)' &&
+		 rpm -qp --scripts '$rpm_libs' | grep -q ldconfig"
+	check "knem-rs-devel requires knem-rs-libs of its version, provides pkgconfig(knem_rs) and pkgconfig(knem-rs)" bash -c \
+		"rpm -qp --requires '$rpm_devel' | grep -qx 'knem-rs-libs(x86-64) = $version-[^ ]*' &&
+		 rpm -qp --provides '$rpm_devel' | grep -qx 'pkgconfig(knem_rs) = $version' &&
+		 rpm -qp --provides '$rpm_devel' | grep -qx 'pkgconfig(knem-rs) = $version'"
 	check "source RPM built" bash -c "ls build/rpm/SRPMS/knem-rs-$version-*.src.rpm"
 fi
 
