@@ -23,7 +23,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
-	bench-smoke fuzz fuzz-smoke \
+	bench-smoke fuzz fuzz-smoke fuzz-core-smoke \
 	host-test abi-test vm-test test \
 	fmt-check clippy clean
 
@@ -137,7 +137,34 @@ fuzz-smoke: module
 		tests/fuzzer/run.sh --kernel $$k --duration 30 -- $(FUZZ_ARGS); \
 	done
 
-TEST_STAGES := fmt-check clippy host-test abi-test core-repro vm-test fuzz-smoke \
+# The cargo-fuzz targets of the Rust core (rust-core/fuzz, nightly): each
+# runs FUZZ_CORE_TIME seconds from a copy of its checked-in corpus under
+# build/ (the tree is left alone); any failure fails the stage and leaves
+# the input in build/fuzz-core/artifacts/.  FUZZ_CORE_SEED=0: a random seed
+# (libFuzzer prints it).
+FUZZ_CORE_TARGETS := ioctl plan
+FUZZ_CORE_TIME ?= 60
+FUZZ_CORE_SEED ?= 1
+FUZZ_CORE_DIR := $(BUILD)/fuzz-core
+FUZZ_CORE_BIN := $(FUZZ_CORE_DIR)/target/$(HOST_TARGET)/release
+fuzz-core-smoke:
+	$(CARGO) +nightly fuzz build --fuzz-dir rust-core/fuzz --target-dir $(FUZZ_CORE_DIR)/target
+	@set -e; for t in $(FUZZ_CORE_TARGETS); do \
+		rm -rf $(FUZZ_CORE_DIR)/corpus/$$t $(FUZZ_CORE_DIR)/artifacts/$$t; \
+		mkdir -p $(FUZZ_CORE_DIR)/corpus/$$t $(FUZZ_CORE_DIR)/artifacts/$$t; \
+		cp rust-core/fuzz/corpus/$$t/* $(FUZZ_CORE_DIR)/corpus/$$t/; \
+		echo "=== cargo-fuzz target $$t: $(FUZZ_CORE_TIME) s, seed $(FUZZ_CORE_SEED)"; \
+		$(FUZZ_CORE_BIN)/$$t $(FUZZ_CORE_DIR)/corpus/$$t -max_total_time=$(FUZZ_CORE_TIME) \
+			-seed=$(FUZZ_CORE_SEED) -timeout=30 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_CORE_DIR)/artifacts/$$t/ > $(FUZZ_CORE_DIR)/$$t.log 2>&1 || { \
+			tail -n 60 $(FUZZ_CORE_DIR)/$$t.log; \
+			echo "fuzz target $$t failed; rerun: $(FUZZ_CORE_BIN)/$$t $(FUZZ_CORE_DIR)/artifacts/$$t/*"; \
+			exit 1; }; \
+		grep -E '^INFO: Seed:|^#[0-9]+.*DONE|stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' \
+			$(FUZZ_CORE_DIR)/$$t.log; \
+	done
+
+TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test fuzz-smoke \
 	package-test bench-smoke
 test: $(TEST_STAGES)
 	@echo "make test stages: $(words $(TEST_STAGES)) passed, 0 failed"

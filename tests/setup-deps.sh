@@ -34,3 +34,11 @@ apt-get install -y -qq --no-install-recommends \
 
 rustup target add x86_64-unknown-none >/dev/null
 rustup component add rust-src clippy rustfmt >/dev/null
+
+# `make fuzz-core-smoke`: cargo-fuzz 0.13, run with the nightly toolchain.
+if ! rustup toolchain list | grep '^nightly-' >/dev/null; then
+	rustup toolchain install nightly --profile minimal >/dev/null
+fi
+if ! cargo fuzz --version 2>/dev/null | grep '^cargo-fuzz 0\.13\.' >/dev/null; then
+	cargo install --quiet --locked cargo-fuzz --version '~0.13'
+fi

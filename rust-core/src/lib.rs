@@ -32,6 +32,8 @@ pub mod user;
 pub mod ffi;
 
 #[cfg(any(test, feature = "mock"))]
+pub mod harness;
+#[cfg(any(test, feature = "mock"))]
 pub mod mock;
 #[cfg(test)]
 mod tests;
