@@ -2,12 +2,13 @@
 //! lookup with few and many live regions, seeking into a region with many
 //! segments, and planning a copy.  `cargo bench -p knem-core --features mock`.
 
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use knem_abi::{cmd, knem_cmd_create_region, knem_cmd_param_iovec};
 use knem_core::device::Device;
 use knem_core::layout::SegList;
 use knem_core::mock::MockEnv;
 use knem_core::plan::InlinePlan;
+use std::hint::black_box;
 
 const PROT_READ: u32 = 1;
 
