@@ -84,8 +84,8 @@ vm-test: module tests-bin coll-bin
 		tests/conformance/run.sh --kernel $$k; \
 		tests/vm/run --kernel $$k --add $(TESTS_BIN) -- /opt/knem-tests; \
 		tests/dma-provider/run-vm.sh --kernel $$k; \
-		tests/vm/run --kernel $$k --timeout 600 --add $(COLL_BIN) -- sh -c \
-			'mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check -n 8 --quick --all-teams'; \
+		tests/vm/run --kernel $$k --timeout 1200 --add $(COLL_BIN) -- sh -c \
+			'mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check -n 8 --quick --all-teams --big 16M,16M+3'; \
 		tests/vm/run --kernel $$k --timeout 900 --add tests/vm/load-cycles.sh \
 			--add $(TESTS_BIN) -- load-cycles.sh 200; \
 	done

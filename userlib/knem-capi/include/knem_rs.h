@@ -6,7 +6,28 @@
  * Conventions: functions returning int give 0 on success and a negative
  * errno on failure; ssize_t functions give a byte count or a negative
  * errno.  knem_rs_last_error() describes the last failure of the calling
- * thread in one line.  Objects are opaque and freed by their _close.
+ * thread in one line (the string stays valid until the thread's next
+ * failure).  Objects are opaque and freed by their _close.
+ *
+ * Errors every function may return besides those of the system calls:
+ *   -EINVAL     a NULL object or out pointer, a negative root, rank or k,
+ *               an unknown operation or algorithm, an algorithm that does
+ *               not implement the operation, a root >= the team size.
+ *   -EFAULT     a NULL buffer with a non-zero length, or a buffer whose
+ *               end wraps around the address space.
+ *   -EOVERFLOW  a length the API computes does not fit: n * team size for
+ *               scatter, gather, allgather and alltoall, the sum of an
+ *               iovec array's lengths, or any length above SSIZE_MAX
+ *               (PTRDIFF_MAX).  Collectives check this on every rank
+ *               before contacting a peer, so with the same arguments every
+ *               rank fails alike and no one waits.  Nothing was copied.
+ *   -ETIMEDOUT  a peer did not arrive within $KNEM_RS_TIMEOUT seconds
+ *               (default 120).
+ *   -ENOTRECOVERABLE  an internal error (a bug in knem-rs) was caught at
+ *               the API edge; the team or transport involved may be left
+ *               mid-operation and should be closed.  A Rust panic never
+ *               unwinds into C: libraries built with panic=abort (the
+ *               release profile) abort the process instead.
  */
 #ifndef KNEM_RS_H
 #define KNEM_RS_H

@@ -24,8 +24,13 @@ pub struct Row {
     pub chosen: bool,
 }
 
-/// Parse 4K, 1M, 16MiB, 100.
+/// Parse 4K, 1M, 16MiB, 100, and sums such as 16M+3.
 pub fn parse_size(s: &str) -> Option<usize> {
+    s.split('+')
+        .try_fold(0usize, |acc, part| acc.checked_add(parse_term(part)?))
+}
+
+fn parse_term(s: &str) -> Option<usize> {
     let s = s.trim().to_ascii_uppercase();
     let s = s.trim_end_matches("IB").trim_end_matches('B');
     let (num, mult) = match s.chars().last()? {
@@ -34,11 +39,13 @@ pub fn parse_size(s: &str) -> Option<usize> {
         'G' => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
-    num.parse::<usize>().ok().map(|n| n * mult)
+    num.parse::<usize>().ok()?.checked_mul(mult)
 }
 
 /// Measure; every rank calls it, rank 0 returns the rows.  Data is
 /// verified on every repetition, so a wrong algorithm cannot look fast.
+/// Buffers are reused between repetitions (as applications reuse theirs),
+/// so first-touch page faults are not part of the times.
 pub fn run(team: &mut Team, ops: &[Op], sizes: &[usize], reps: usize) -> Result<Vec<Row>> {
     let p = team.size();
     let (nodes, group) = (
@@ -55,16 +62,23 @@ pub fn run(team: &mut Team, ops: &[Op], sizes: &[usize], reps: usize) -> Result<
                 size.div_ceil(p)
             } as u64;
             let (choice, _) = team.params().plan(op, block, p, nodes, group);
-            let candidates =
-                std::iter::once(None).chain(op.algorithms(p, nodes).into_iter().map(Some));
-            for alg in candidates {
-                let mut times = Vec::new();
-                for _ in 0..reps.max(1) {
+            let candidates: Vec<Option<Algorithm>> = std::iter::once(None)
+                .chain(op.algorithms(p, nodes).into_iter().map(Some))
+                .collect();
+            // One untimed pass, then every repetition runs every candidate
+            // in turn, so drifts in machine load hit all of them alike.
+            let mut times = vec![Vec::new(); candidates.len()];
+            for rep in 0..=reps.max(1) {
+                for (i, alg) in candidates.iter().enumerate() {
                     salt += 1;
-                    times.push(run_one(team, op, alg, size, 0, false, salt)?);
+                    let t = run_one(team, op, *alg, size, 0, false, salt)?;
+                    if rep > 0 {
+                        times[i].push(t);
+                    }
                 }
+            }
+            for (a, mut times) in candidates.into_iter().zip(times) {
                 times.sort_by(f64::total_cmp);
-                let a: Option<Algorithm> = alg;
                 let shown = a.unwrap_or(choice);
                 rows.push(Row {
                     op: op.to_string(),

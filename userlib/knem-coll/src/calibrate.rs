@@ -1,14 +1,22 @@
-//! Measure α, β, l, γ_c with the transport in use (seed 002 Table III):
-//! rank 0 exposes a buffer, the others read it alone and concurrently.
+//! Measure the model's parameters with the transport in use: α, l and γ_c
+//! as seed 002 Table III does (rank 0 exposes a buffer, the others read it
+//! alone and concurrently), β on a copy big enough to leave the caches,
+//! and how steps of m concurrent big copies scale (memory bandwidth shared
+//! by the copies, CPUs shared by the ranks).
 
 use crate::error::{Error, Result};
 use crate::model::Params;
 use crate::team::Team;
-use knem_transport::{cma_pin_only, cma_touch_pages, Descriptor, Kind};
+use knem_transport::{cma_pin_only, cma_touch_pages, Descriptor, Kind, Transport};
 use std::time::Instant;
 
-/// Pages per probe (1 MiB with 4 KiB pages).
+/// Pages per probe of the per-page costs (1 MiB with 4 KiB pages).
 const PAGES: usize = 256;
+/// Bytes per bandwidth probe: large messages, where bandwidth decides,
+/// do not fit in a core's caches either.
+const BIG: usize = 8 << 20;
+/// Most concurrent big copies measured (the fit extrapolates beyond).
+const MAX_MOVERS: usize = 16;
 
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
@@ -16,6 +24,20 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// Median time of `f` run back to back for at least `window` seconds (and
+/// `reps` times): concurrent probes started together then overlap for
+/// most of their runs even when the ranks wake up at different times.
+fn time_for(window: f64, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let start = Instant::now();
+    let mut v = Vec::new();
+    while v.len() < reps || start.elapsed().as_secs_f64() < window {
+        let t = Instant::now();
+        f()?;
+        v.push(t.elapsed().as_secs_f64());
+    }
+    Ok(median(v))
 }
 
 fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
@@ -28,6 +50,43 @@ fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(median(v))
 }
 
+/// CLOCK_MONOTONIC in seconds: comparable between the ranks' processes.
+fn now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The largest cache of CPU 0 that no other CPU shares (sysfs), 0 when
+/// unknown.
+pub fn private_cache() -> u64 {
+    let mut best = 0;
+    for i in 0..8 {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+        let (Some(size), Some(shared), Some(kind)) =
+            (read("size"), read("shared_cpu_list"), read("type"))
+        else {
+            continue;
+        };
+        let private = !shared.contains([',', '-']);
+        let size = size.trim();
+        let bytes = size
+            .strip_suffix('K')
+            .and_then(|k| k.parse::<u64>().ok())
+            .map(|k| k << 10)
+            .or_else(|| size.strip_suffix('M')?.parse::<u64>().ok().map(|m| m << 20));
+        if private && kind.trim() != "Instruction" {
+            best = best.max(bytes.unwrap_or(0));
+        }
+    }
+    best
+}
+
 /// The page size of this machine.
 pub fn page_size() -> usize {
     // SAFETY: sysconf with a constant name.
@@ -37,6 +96,49 @@ pub fn page_size() -> usize {
     } else {
         4096
     }
+}
+
+fn read_all(t: &dyn Transport, d: &Descriptor, off: usize, dst: &mut [u8]) -> Result<()> {
+    t.read(d, off as u64, dst)?;
+    Ok(())
+}
+
+/// Steps of m = 1..=max concurrent big reads, each of its own range of
+/// rank 0, started together: the median time from the first start to the
+/// last end, relative to m = 1.
+fn step_points(
+    team: &mut Team,
+    root: &Descriptor,
+    dst: &mut [u8],
+    max: usize,
+    reps: usize,
+) -> Result<Vec<(usize, f64)>> {
+    let me = team.rank();
+    let mut points = Vec::new();
+    let mut base = 0.0;
+    for m in 1..=max {
+        let mut steps = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            team.barrier()?;
+            let (mut start, mut end) = (0.0, 0.0);
+            if me >= 1 && me <= m {
+                start = now();
+                read_all(team.transport(), root, (me - 1) * BIG, dst)?;
+                end = now();
+            }
+            let all = team.allgather_words(&[start.to_bits(), end.to_bits()])?;
+            let times = || (1..=m).map(|r| (f64::from_bits(all[r][0]), f64::from_bits(all[r][1])));
+            let first = times().map(|t| t.0).fold(f64::INFINITY, f64::min);
+            let last = times().map(|t| t.1).fold(0.0, f64::max);
+            steps.push(last - first);
+        }
+        let t = median(steps);
+        if m == 1 {
+            base = t;
+        }
+        points.push((m, t / base.max(1e-12)));
+    }
+    Ok(points)
 }
 
 /// Calibrate on a team of at least 2; every rank calls it, rank 0 gets the
@@ -51,9 +153,11 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     let reps = reps.max(3);
     let s = page_size();
     let chunk = PAGES * s;
+    let movers = (p - 1).min(MAX_MOVERS);
     let me = team.rank();
     let kind = team.transport().kind();
-    let mut src = vec![0x5au8; if me == 0 { chunk * (p - 1) } else { 1 }];
+    let len = (chunk * (p - 1)).max(BIG * movers);
+    let mut src = vec![0x5au8; if me == 0 { len } else { 1 }];
     // SAFETY: peers only read the buffer, which we leave alone until the
     // exposure is dropped at the end of this function.
     let exp = unsafe {
@@ -62,65 +166,49 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     };
     let words = team.allgather_words(&exp.descriptor().to_words())?;
     let root = Descriptor::from_words([words[0][0], words[0][1], words[0][2], words[0][3]]);
-    let mut dst = vec![0u8; chunk];
+    let mut dst = vec![0u8; if me == 0 { 1 } else { BIG }];
     let t = team.transport();
-    let syscall_only = || -> Result<()> { Ok(cma_pin_only(root.pid, root.addr, 0)?) };
-    let read1 = |dst: &mut [u8]| -> Result<()> {
-        t.read(&root, 0, &mut dst[..1])?;
-        Ok(())
-    };
     let pin_pages = |off: usize| -> Result<()> {
         Ok(cma_touch_pages(root.pid, root.addr + off as u64, PAGES, s)?)
     };
-    // Uncontended Table III steps, measured by rank 1.
+    // Uncontended Table III steps, measured by rank 1: T1 system call, T2
+    // access check (a 1-byte copy), T3 lock+pin (one byte from each of N
+    // pages), T4 the copy of BIG bytes.
     let mut solo = [0f64; 4];
     if me == 1 {
         // Warm up: fault the pages in on both sides.
-        t.read(&root, 0, &mut dst)?;
-        // T1 system call, T2 access check (a 1-byte copy), T3 lock+pin
-        // (one byte from each of N pages), T4 copy of N pages.
+        read_all(t, &root, 0, &mut dst)?;
         if kind == Kind::Cma {
-            solo[0] = time(reps * 4, syscall_only)?;
+            solo[0] = time(reps * 4, || Ok(cma_pin_only(root.pid, root.addr, 0)?))?;
+            solo[2] = time(reps, || pin_pages(0))?;
         }
-        solo[1] = time(reps * 4, || read1(&mut dst))?;
-        solo[2] = if kind == Kind::Cma {
-            time(reps, || pin_pages(0))?
-        } else {
-            solo[1]
-        };
-        solo[3] = time(reps, || {
-            t.read(&root, 0, &mut dst).map(|_| ()).map_err(Into::into)
-        })?;
+        solo[1] = time(reps * 4, || read_all(t, &root, 0, &mut dst[..1]))?;
+        solo[3] = time(reps, || read_all(t, &root, 0, &mut dst))?;
     }
     let w = team.allgather_words(&solo.map(f64::to_bits))?;
     let solo: Vec<f64> = w[1][..4].iter().map(|b| f64::from_bits(*b)).collect();
     let (t2, t3, t4) = (solo[1], solo[2], solo[3]);
-    // Contention: c readers at once, each on its own range of rank 0.
-    let mut points = Vec::new();
-    let mut base = 0.0;
-    for c in 1..p {
-        team.barrier()?;
-        let mut mine = 0.0;
-        if me >= 1 && me <= c {
-            let off = (me - 1) * chunk;
-            mine = if kind == Kind::Cma {
-                time(reps, || pin_pages(off))?
-            } else {
-                time(reps, || {
-                    t.read(&root, off as u64, &mut dst)
-                        .map(|_| ())
-                        .map_err(Into::into)
-                })?
-            };
+    // Lock contention (CMA pins per copy): c readers at once, each on its
+    // own range of rank 0, pinning only.
+    let mut gamma_points = Vec::new();
+    if kind == Kind::Cma {
+        let mut base = 0.0;
+        for c in 1..p {
+            team.barrier()?;
+            let mut mine = 0.0;
+            if me >= 1 && me <= c {
+                mine = time_for(0.02, reps, || pin_pages((me - 1) * chunk))?;
+            }
+            let all = team.allgather_words(&[mine.to_bits()])?;
+            let avg = (1..=c).map(|r| f64::from_bits(all[r][0])).sum::<f64>() / c as f64;
+            let cost = (avg - t2).max(1e-9);
+            if c == 1 {
+                base = cost;
+            }
+            gamma_points.push((c, cost / base));
         }
-        let all = team.allgather_words(&[mine.to_bits()])?;
-        let avg = (1..=c).map(|r| f64::from_bits(all[r][0])).sum::<f64>() / c as f64;
-        let cost = (avg - t2).max(1e-9);
-        if c == 1 {
-            base = cost;
-        }
-        points.push((c, cost / base));
     }
+    let step_points = step_points(team, &root, &mut dst, movers, reps)?;
     // Synchronisation: barrier cost.
     let sync = time(reps * 4, || team.barrier())? / (p.max(2) as f64).log2().ceil();
     drop(exp);
@@ -128,39 +216,38 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     if me != 0 {
         return Ok(None);
     }
-    let n = PAGES as f64;
-    let (alpha, beta, l) = if kind == Kind::Cma {
-        (
-            t2,
-            ((t4 - t3) / (n * s as f64)).max(1e-13),
-            ((t3 - t2) / n).max(0.0),
-        )
-    } else {
-        // No per-copy pinning: l carries the per-page copy time, so γ_c
-        // models the bandwidth contention of concurrent readers instead.
-        (t2, 0.0, ((t4 - t2) / n).max(1e-12))
-    };
-    // γ is contention among copies that run at once: readers beyond the
-    // CPU count wait for a CPU instead (the model's `step` serializes
-    // them), so only c <= cpus enters the fit.
     let cpus = crate::model::host_cpus();
-    let fit: Vec<(usize, f64)> = points
-        .iter()
-        .copied()
-        .filter(|&(c, _)| cpus == 0 || c <= cpus)
-        .collect();
-    let (a, b) = Params::fit_gamma(if fit.len() >= 2 { &fit } else { &points });
-    Ok(Some(Params {
-        source: format!("calibrated with {kind} on {p} ranks, {PAGES} pages, {reps} reps"),
-        alpha,
-        beta,
-        l,
+    let mut params = Params {
+        source: format!("calibrated with {kind} on {p} ranks, {reps} reps"),
+        alpha: t2,
         page: s as u64,
-        gamma_a: a,
-        gamma_b: b,
         sync,
         signal: sync / 2.0,
-        gamma_points: points,
+        cache: private_cache(),
         cpus,
-    }))
+        ..Params::default()
+    };
+    if kind == Kind::Cma {
+        params.l = ((t3 - t2) / PAGES as f64).max(0.0);
+        // γ is contention among copies that run at once: readers beyond
+        // the CPU count wait for a CPU instead (the model's `step`
+        // serializes them), so only c <= cpus enters the fit.
+        let fit: Vec<(usize, f64)> = gamma_points
+            .iter()
+            .copied()
+            .filter(|&(c, _)| cpus == 0 || c <= cpus)
+            .collect();
+        let (a, b) = Params::fit_gamma(if fit.len() >= 2 { &fit } else { &gamma_points });
+        (params.gamma_a, params.gamma_b) = (a, b);
+    } else {
+        // No per-copy pinning (knem regions are pinned once, shm has none):
+        // no page term, the copy is all in β.
+        (params.l, params.gamma_a, params.gamma_b) = (0.0, 0.0, 0.0);
+    }
+    let pin = params.l * BIG.div_ceil(s) as f64;
+    params.beta = ((t4 - t2 - pin) / BIG as f64).max(1e-13);
+    params.gamma_points = gamma_points;
+    params.fit_steps(&step_points, BIG as u64);
+    params.step_points = step_points;
+    Ok(Some(params))
 }

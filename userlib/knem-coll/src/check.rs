@@ -4,6 +4,7 @@
 use crate::error::{Error, Result};
 use crate::model::{Algorithm, Op};
 use crate::team::Team;
+use std::cell::RefCell;
 
 /// The byte rank `src` sends to rank `dst` at index `i` (salted per call).
 pub fn pattern(src: usize, dst: usize, i: usize, salt: u64) -> u8 {
@@ -12,23 +13,34 @@ pub fn pattern(src: usize, dst: usize, i: usize, salt: u64) -> u8 {
 
 /// The pattern repeats every 256 bytes: build one period, then fill and
 /// compare with slice copies (memcpy/memcmp, fast even unoptimised).
-fn period(src: usize, dst: usize, salt: u64) -> [u8; 256] {
+/// `flip` inverts it: a receive buffer is poisoned with the inverse of
+/// what it should receive, so every byte a collective fails to write is
+/// caught.
+fn period(src: usize, dst: usize, salt: u64, flip: bool) -> [u8; 256] {
     let mut p = [0u8; 256];
     for (i, b) in p.iter_mut().enumerate() {
-        *b = pattern(src, dst, i, salt);
+        *b = pattern(src, dst, i, salt) ^ if flip { 0xff } else { 0 };
     }
     p
 }
 
-fn fill(src: usize, dst: usize, salt: u64, buf: &mut [u8]) {
-    let p = period(src, dst, salt);
+fn fill_with(p: &[u8; 256], buf: &mut [u8]) {
     for c in buf.chunks_mut(256) {
         c.copy_from_slice(&p[..c.len()]);
     }
 }
 
+fn fill(src: usize, dst: usize, salt: u64, buf: &mut [u8]) {
+    fill_with(&period(src, dst, salt, false), buf);
+}
+
+/// Make `buf` wrong everywhere for the data `src` will send `dst`.
+fn poison(src: usize, dst: usize, salt: u64, buf: &mut [u8]) {
+    fill_with(&period(src, dst, salt, true), buf);
+}
+
 fn verify(what: &str, src: usize, dst: usize, salt: u64, buf: &[u8]) -> Result<()> {
-    let p = period(src, dst, salt);
+    let p = period(src, dst, salt, false);
     for (k, c) in buf.chunks(256).enumerate() {
         if c != &p[..c.len()] {
             let j = (0..c.len()).find(|j| c[*j] != p[*j]).unwrap_or(0);
@@ -41,6 +53,37 @@ fn verify(what: &str, src: usize, dst: usize, salt: u64, buf: &[u8]) -> Result<(
         }
     }
     Ok(())
+}
+
+thread_local! {
+    /// Buffers of earlier checks.  Reusing them skips first-touch page
+    /// faults, most of a big check's cost under emulation (QEMU TCG).
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of `len` bytes with unspecified content: every caller fills
+/// or poisons all of it.
+fn buffer(len: usize) -> Vec<u8> {
+    let mut v = SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        // The smallest spare that fits, else the largest (it grows).
+        let fits = (0..s.len())
+            .filter(|i| s[*i].capacity() >= len)
+            .min_by_key(|i| s[*i].capacity());
+        let pick = fits.or_else(|| (0..s.len()).max_by_key(|i| s[*i].capacity()));
+        pick.map(|i| s.swap_remove(i)).unwrap_or_default()
+    });
+    v.resize(len, 0);
+    v
+}
+
+fn spare(v: Vec<u8>) {
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < 2 {
+            s.push(v);
+        }
+    });
 }
 
 /// Algorithms to exercise for `op` on `p` ranks (None: the planner).
@@ -67,6 +110,27 @@ pub fn variants(op: Op, p: usize) -> Vec<Option<Algorithm>> {
     }
     v.dedup();
     v
+}
+
+/// The algorithms of [`variants`] with distinct schedules, for the big
+/// sizes: the planner's run repeats one of them, throttling to k >= p-1
+/// is the direct schedule, and a k-nomial tree of radix >= p is the
+/// same whatever the radix.
+pub fn distinct_variants(op: Op, p: usize) -> Vec<Algorithm> {
+    use Algorithm::*;
+    let mut out: Vec<Algorithm> = Vec::new();
+    for alg in variants(op, p).into_iter().flatten() {
+        let alg = match alg {
+            Throttled(k) if k + 1 >= p && op == Op::Gather => DirectWrite,
+            Throttled(k) if k + 1 >= p => DirectRead,
+            Knomial(k) if k >= p => Knomial(p.max(2)),
+            a => a,
+        };
+        if !out.contains(&alg) {
+            out.push(alg);
+        }
+    }
+    out
 }
 
 fn name(alg: Option<Algorithm>) -> String {
@@ -125,22 +189,25 @@ pub fn run_one(
     let elapsed: f64;
     match op {
         Op::Bcast => {
-            let mut buf = vec![0u8; size];
+            let mut buf = buffer(size);
             if me == root {
                 fill(root, 0, salt, &mut buf);
+            } else {
+                poison(root, 0, salt, &mut buf);
             }
             elapsed = timed(team, |t| t.bcast(&mut buf, root, alg)).map_err(wrap)?;
             verify(&what, root, 0, salt, &buf)?;
-            Ok(elapsed)
+            spare(buf);
         }
         Op::Scatter => {
-            let mut send = vec![0u8; if me == root { total } else { 0 }];
+            let mut send = buffer(if me == root { total } else { 0 });
             if me == root {
                 for r in 0..p {
                     fill(root, r, salt, &mut send[displs[r]..displs[r] + counts[r]]);
                 }
             }
-            let mut recv = vec![0u8; counts[me]];
+            let mut recv = buffer(counts[me]);
+            poison(root, me, salt, &mut recv);
             if vary {
                 elapsed = timed(team, |t| {
                     t.scatterv(&send, &counts, &displs, &mut recv, root, alg)
@@ -150,12 +217,18 @@ pub fn run_one(
                 elapsed = timed(team, |t| t.scatter(&send, &mut recv, root, alg)).map_err(wrap)?;
             }
             verify(&what, root, me, salt, &recv)?;
-            Ok(elapsed)
+            spare(send);
+            spare(recv);
         }
         Op::Gather => {
-            let mut send = vec![0u8; counts[me]];
+            let mut send = buffer(counts[me]);
             fill(me, root, salt, &mut send);
-            let mut recv = vec![0u8; if me == root { total } else { 0 }];
+            let mut recv = buffer(if me == root { total } else { 0 });
+            if me == root {
+                for r in 0..p {
+                    poison(r, root, salt, &mut recv[displs[r]..displs[r] + counts[r]]);
+                }
+            }
             if vary {
                 elapsed = timed(team, |t| {
                     t.gatherv(&send, &mut recv, &counts, &displs, root, alg)
@@ -175,31 +248,39 @@ pub fn run_one(
                     )?;
                 }
             }
-            Ok(elapsed)
+            spare(send);
+            spare(recv);
         }
         Op::Allgather => {
-            let mut send = vec![0u8; n];
+            let mut send = buffer(n);
             fill(me, 0, salt, &mut send);
-            let mut recv = vec![0u8; n * p];
+            let mut recv = buffer(n * p);
+            for r in 0..p {
+                poison(r, 0, salt, &mut recv[r * n..(r + 1) * n]);
+            }
             elapsed = timed(team, |t| t.allgather(&send, &mut recv, alg)).map_err(wrap)?;
             for r in 0..p {
                 verify(&what, r, 0, salt, &recv[r * n..(r + 1) * n])?;
             }
-            Ok(elapsed)
+            spare(send);
+            spare(recv);
         }
         Op::Alltoall => {
-            let mut send = vec![0u8; n * p];
+            let mut send = buffer(n * p);
+            let mut recv = buffer(n * p);
             for d in 0..p {
                 fill(me, d, salt, &mut send[d * n..(d + 1) * n]);
+                poison(d, me, salt, &mut recv[d * n..(d + 1) * n]);
             }
-            let mut recv = vec![0u8; n * p];
             elapsed = timed(team, |t| t.alltoall(&send, &mut recv, alg)).map_err(wrap)?;
             for r in 0..p {
                 verify(&what, r, me, salt, &recv[r * n..(r + 1) * n])?;
             }
-            Ok(elapsed)
+            spare(send);
+            spare(recv);
         }
     }
+    Ok(elapsed)
 }
 
 fn timed(team: &mut Team, f: impl FnOnce(&mut Team) -> Result<()>) -> Result<f64> {
@@ -209,14 +290,16 @@ fn timed(team: &mut Team, f: impl FnOnce(&mut Team) -> Result<()>) -> Result<f64
     Ok(t.elapsed().as_secs_f64())
 }
 
-/// Sizes of the sweep: small and odd ones for every algorithm, big ones
-/// (up to 16 MiB) sampled with the planner's choice.
+/// Sizes of the sweep: a dense grid of small and odd sizes (every
+/// algorithm, roots 0 and p-1) and big ones (every algorithm, one root
+/// each, alternating).  16 MiB + 3 is divisible by no team size from 2 to
+/// 8, so every block and chunk boundary is unaligned there.
 pub fn sizes(quick: bool) -> (Vec<usize>, Vec<usize>) {
     let small = vec![0, 1, 7, 4096, 4097, 65_537, (1 << 20) + 3];
     let big = if quick {
         vec![(4 << 20) + 1]
     } else {
-        vec![(4 << 20) + 1, 16 << 20]
+        vec![(4 << 20) + 1, 16 << 20, (16 << 20) + 3]
     };
     (small, big)
 }
@@ -303,25 +386,87 @@ fn sweep_inner(
         } else {
             &[false]
         };
+        // All-to-all operations have no root.
+        let rs = if matches!(op, Op::Allgather | Op::Alltoall) {
+            &roots[..1]
+        } else {
+            roots
+        };
         for &vary in varies {
             for alg in variants(op, p) {
                 for &size in small {
-                    let rs: &[usize] = if matches!(op, Op::Allgather | Op::Alltoall) {
-                        &roots[..1]
-                    } else {
-                        roots
-                    };
                     for &root in rs {
                         salt += 1;
                         one(team, op, alg, size, root, vary, salt)?;
                     }
                 }
             }
-            for &size in big {
-                salt += 1;
-                one(team, op, None, size, 0, vary, salt)?;
+            for alg in distinct_variants(op, p) {
+                for (i, &size) in big.iter().enumerate() {
+                    salt += 1;
+                    one(team, op, Some(alg), size, rs[i % rs.len()], vary, salt)?;
+                }
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poison_differs_from_the_data_at_every_byte() {
+        for (src, dst, salt) in [(0, 0, 1), (3, 5, 77), (7, 2, 255), (1, 6, 256)] {
+            let mut buf = vec![0u8; 1000];
+            poison(src, dst, salt, &mut buf);
+            for (i, b) in buf.iter().enumerate() {
+                assert_ne!(*b, pattern(src, dst, i, salt), "byte {i}");
+            }
+            // One byte the collective did not write is reported, by index.
+            fill(src, dst, salt, &mut buf[..999]);
+            let e = verify("t", src, dst, salt, &buf).unwrap_err().to_string();
+            assert!(e.contains("byte 999 "), "{e}");
+            fill(src, dst, salt, &mut buf);
+            verify("t", src, dst, salt, &buf).unwrap();
+        }
+    }
+
+    #[test]
+    fn buffers_are_reused() {
+        let a = buffer(1 << 20);
+        let ptr = a.as_ptr();
+        spare(a);
+        let b = buffer(1000);
+        assert_eq!(b.as_ptr(), ptr);
+        assert_eq!(b.len(), 1000);
+        spare(b);
+    }
+
+    #[test]
+    fn big_sizes_skip_repeated_schedules() {
+        use Algorithm::*;
+        assert_eq!(
+            distinct_variants(Op::Scatter, 3),
+            [DirectRead, Sequential, Throttled(1)]
+        );
+        assert_eq!(
+            distinct_variants(Op::Gather, 8),
+            [
+                DirectWrite,
+                Sequential,
+                Throttled(1),
+                Throttled(2),
+                Throttled(3)
+            ]
+        );
+        let b = distinct_variants(Op::Bcast, 3);
+        assert!(b.contains(&Knomial(2)) && b.contains(&Knomial(3)), "{b:?}");
+        assert!(
+            !b.contains(&Knomial(4)) && !b.contains(&Throttled(2)),
+            "{b:?}"
+        );
+        assert_eq!(distinct_variants(Op::Alltoall, 5), [Pairwise, Ring]);
+    }
 }

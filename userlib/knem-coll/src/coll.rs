@@ -21,6 +21,12 @@ fn real(v: usize, root: usize, p: usize) -> usize {
     (v + root) % p
 }
 
+/// `count` blocks of `each` bytes, or an overflow error.
+fn blocks(what: &str, each: usize, count: usize) -> Result<usize> {
+    each.checked_mul(count)
+        .ok_or_else(|| Error::Overflow(format!("{what}: {count} x {each} bytes")))
+}
+
 impl Team {
     /// # Safety
     ///
@@ -198,7 +204,8 @@ impl Team {
     ) -> Result<()> {
         let n = recv.len();
         let p = self.size();
-        if self.rank() == root && send.len() < n * p {
+        let total = blocks("scatter", n, p)?;
+        if self.rank() == root && send.len() < total {
             return Err(Error::Invalid(format!(
                 "scatter: send buffer {} < {p} x {n}",
                 send.len()
@@ -375,7 +382,8 @@ impl Team {
     ) -> Result<()> {
         let n = send.len();
         let p = self.size();
-        if self.rank() == root && recv.len() < n * p {
+        let total = blocks("gather", n, p)?;
+        if self.rank() == root && recv.len() < total {
             return Err(Error::Invalid(format!(
                 "gather: receive buffer {} < {p} x {n}",
                 recv.len()
@@ -406,6 +414,13 @@ impl Team {
             self.check_v("gatherv", recv.len(), counts, displs)?;
         }
         if p == 1 {
+            if send.len() < counts[0] {
+                return Err(Error::Invalid(format!(
+                    "gatherv: send buffer {} < count {}",
+                    send.len(),
+                    counts[0]
+                )));
+            }
             recv[displs[0]..displs[0] + counts[0]].copy_from_slice(&send[..counts[0]]);
             return Ok(());
         }
@@ -488,7 +503,8 @@ impl Team {
     ) -> Result<()> {
         let p = self.size();
         let n = send.len();
-        if recv.len() < n * p {
+        let total = blocks("allgather", n, p)?;
+        if recv.len() < total {
             return Err(Error::Invalid(format!(
                 "allgather: receive buffer {} < {p} x {n}",
                 recv.len()
@@ -504,7 +520,7 @@ impl Team {
         // SAFETY: peers read blocks of our receive buffer that we already
         // hold (own block) or announced with a signal (ring-neighbor), and
         // never write it; we only write blocks nobody reads from us yet.
-        let exp = unsafe { self.expose_ptr(recv.as_ptr(), p * n, false)? };
+        let exp = unsafe { self.expose_ptr(recv.as_ptr(), total, false)? };
         exp.publish(me * n, n)?;
         let descs = self.exchange_desc(exp.descriptor(), [0; 4])?;
         match alg {

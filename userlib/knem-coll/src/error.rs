@@ -25,6 +25,9 @@ pub enum Error {
     /// Bad arguments.
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A size computed from the arguments (count × team size) overflows.
+    #[error("size overflow: {0}")]
+    Overflow(String),
     /// A collective delivered wrong data (found by the check sweep).
     #[error("wrong data: {0}")]
     Mismatch(String),
@@ -63,6 +66,7 @@ impl Error {
             Error::Sys { errno, .. } => *errno,
             Error::NoTeam(_) => Errno::ENOENT,
             Error::Invalid(_) => Errno::EINVAL,
+            Error::Overflow(_) => Errno::EOVERFLOW,
             Error::Mismatch(_) => Errno::EIO,
             Error::Timeout { .. } => Errno::ETIMEDOUT,
             Error::Io { source, .. } => source

@@ -265,6 +265,27 @@ pub struct Params {
     /// Measured γ points (c, γ_c), for the record.
     #[serde(default)]
     pub gamma_points: Vec<(usize, f64)>,
+    /// Parallel efficiency e of copies that run at once (memory bandwidth
+    /// and caches they share): m of them progress 1 + e·(m−1) times as
+    /// fast as one, i.e. each one's nβ + lγ_c⌈n/s⌉ is stretched by
+    /// δ_m = m / (1 + e·(m−1)).  Seed 002 assumes e = 1 (bandwidth to
+    /// spare); e = 0 means the copies get no further than one would.
+    #[serde(default = "one")]
+    pub bw_par: f64,
+    /// Extra cost, as a fraction, of a step whose copies outnumber the
+    /// CPUs beyond sharing them evenly (preemption, cache refills, ranks
+    /// waking up).  0 unless calibrated.
+    #[serde(default)]
+    pub oversub: f64,
+    /// Bytes of a core's private cache (0: unknown).  Copies that fit
+    /// there hardly compete for memory bandwidth, so δ applies to the
+    /// fraction of a copy beyond it.
+    #[serde(default)]
+    pub cache: u64,
+    /// Measured step points (m, time of m concurrent big copies from one
+    /// process / time of one), for the record.
+    #[serde(default)]
+    pub step_points: Vec<(usize, f64)>,
     /// CPUs the ranks share (0: one per rank, the paper's setting).  Seed
     /// 002 runs one rank per core, so c concurrent copies progress
     /// together; with fewer CPUs than copies only `cpus` of them run at a
@@ -285,6 +306,10 @@ impl Default for Params {
 }
 
 const US: f64 = 1e-6;
+
+fn one() -> f64 {
+    1.0
+}
 
 impl Params {
     fn table_iv(
@@ -307,6 +332,10 @@ impl Params {
             sync: 1.0 * US,
             signal: 0.5 * US,
             gamma_points: Vec::new(),
+            bw_par: 1.0,
+            oversub: 0.0,
+            cache: 0,
+            step_points: Vec::new(),
             cpus: 0,
         }
     }
@@ -353,12 +382,29 @@ impl Params {
         self
     }
 
+    /// δ_m for n-byte copies: how much m copies running at once stretch
+    /// each one, for the part of a copy beyond the private cache.
+    pub fn delta(&self, m: usize, n: u64) -> f64 {
+        let m = m.max(1) as f64;
+        let full = m / (1.0 + self.bw_par.clamp(0.0, 1.0) * (m - 1.0));
+        1.0 + (full - 1.0) * self.beyond_cache(n)
+    }
+
+    fn beyond_cache(&self, n: u64) -> f64 {
+        if self.cache == 0 || n == 0 {
+            1.0
+        } else {
+            (1.0 - self.cache as f64 / n as f64).max(0.0)
+        }
+    }
+
     /// A step in which `movers` ranks each copy n bytes at once, at most
     /// `per_source` of them from the same source process.  Seed 002 has a
     /// core per rank: all movers run together and contend with γ at
     /// `per_source`.  With fewer CPUs only `cpus` copies run at a time (so
-    /// γ at no more than that) and the step takes movers/cpus such rounds
-    /// (fractional: the scheduler time-slices the copies).
+    /// γ and δ at no more than that) and the step takes movers/cpus such
+    /// rounds (fractional: the scheduler time-slices the copies), plus the
+    /// calibrated cost of time slicing.
     pub fn step(&self, n: u64, movers: usize, per_source: usize) -> f64 {
         let movers = movers.max(1);
         let run = if self.cpus == 0 {
@@ -367,16 +413,56 @@ impl Params {
             movers.min(self.cpus)
         };
         let c = per_source.clamp(1, run);
-        self.transfer(n, c) * (movers as f64 / run as f64).max(1.0)
+        let t = self.transfer(n, c, run) * (movers as f64 / run as f64).max(1.0);
+        if movers > run {
+            t * (1.0 + self.oversub.max(0.0))
+        } else {
+            t
+        }
     }
 
-    /// One transfer of n bytes with c concurrent accessors of the source.
-    pub fn transfer(&self, n: u64, c: usize) -> f64 {
+    /// One transfer of n bytes with c concurrent accessors of the source,
+    /// while `run` copies (this one included) run at once.
+    pub fn transfer(&self, n: u64, c: usize, run: usize) -> f64 {
         if n == 0 {
             return self.alpha;
         }
         let pages = n.div_ceil(self.page.max(1)) as f64;
-        self.alpha + n as f64 * self.beta + self.l * self.gamma(c) * pages
+        self.alpha + (n as f64 * self.beta + self.l * self.gamma(c) * pages) * self.delta(run, n)
+    }
+
+    /// Fit `bw_par` and `oversub` to steps of m concurrent n-byte copies
+    /// from one process (`points`: m, time relative to m = 1), the other
+    /// parameters and `cpus` being set.  Steps within the CPUs give e,
+    /// oversubscribed ones what sharing the CPUs evenly leaves out.
+    pub fn fit_steps(&mut self, points: &[(usize, f64)], n: u64) {
+        let pages = n.div_ceil(self.page.max(1)) as f64;
+        let one = self.transfer(n, 1, 1);
+        let copy = |c: usize| n as f64 * self.beta + self.l * self.gamma(c) * pages;
+        let fits = |m: usize| self.cpus == 0 || m <= self.cpus;
+        let e: Vec<f64> = points
+            .iter()
+            .filter(|&&(m, _)| m >= 2 && fits(m) && copy(m) > 0.0)
+            .map(|&(m, r)| {
+                // The measured stretch, then the one of a copy that misses
+                // the cache entirely.
+                let seen = (r * one - self.alpha) / copy(m);
+                let full = 1.0 + (seen - 1.0) / self.beyond_cache(n).max(0.05);
+                (m as f64 / full.max(1e-9) - 1.0) / (m as f64 - 1.0)
+            })
+            .collect();
+        if !e.is_empty() {
+            self.bw_par = (e.iter().sum::<f64>() / e.len() as f64).clamp(0.0, 1.0);
+        }
+        self.oversub = 0.0;
+        let o: Vec<f64> = points
+            .iter()
+            .filter(|&&(m, _)| !fits(m))
+            .map(|&(m, r)| r * one / self.step(n, m, m) - 1.0)
+            .collect();
+        if !o.is_empty() {
+            self.oversub = (o.iter().sum::<f64>() / o.len() as f64).max(0.0);
+        }
     }
 
     fn t_sm(&self, p: usize) -> f64 {
@@ -418,16 +504,17 @@ impl Params {
                 2.0 * sm + q.div_ceil(k) as f64 * (shared(n, k) + self.signal)
             }
             Knomial(k) => {
-                let k = k.max(2);
-                // Round j: each of the `span` ranks holding the data serves
-                // up to k-1 new ones at once.
-                let mut total = 0.0;
-                let mut span = 1usize;
-                while span < p {
-                    let readers = span.saturating_mul(k - 1).min(p - span);
-                    total += self.step(n, readers, k - 1) + self.signal;
-                    span = span.saturating_mul(k);
-                }
+                // Ranks read as soon as their parent has the data, in
+                // waves (see `knomial_waves`); a wave after the first
+                // waits for a signal.
+                let waves = knomial_waves(p, k);
+                let total: f64 = waves
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(movers, per_source))| {
+                        self.step(n, movers, per_source) + if i > 0 { self.signal } else { 0.0 }
+                    })
+                    .sum();
                 2.0 * sm + total
             }
             ScatterAllgather => {
@@ -512,6 +599,34 @@ impl Params {
         }
         (a, (s4 * s1g - s3 * s2g) / det)
     }
+}
+
+/// The waves of the k-nomial broadcast as the collective runs it: virtual
+/// rank v reads from v without its leading base-k digit as soon as that
+/// parent has the data, so wave w is the ranks with w non-zero digits (the
+/// root's children, at every level, read at once in wave 1).  Per wave:
+/// (readers, most readers of one parent).
+pub fn knomial_waves(p: usize, k: usize) -> Vec<(usize, usize)> {
+    let k = k.max(2);
+    let mut waves: Vec<BTreeMap<usize, usize>> = Vec::new();
+    for v in 1..p {
+        let (mut digits, mut span, mut x) = (0, 1usize, v);
+        while x > 0 {
+            digits += usize::from(x % k != 0);
+            x /= k;
+            if x > 0 {
+                span = span.saturating_mul(k);
+            }
+        }
+        if waves.len() < digits {
+            waves.resize_with(digits, BTreeMap::new);
+        }
+        *waves[digits - 1].entry(v % span).or_insert(0) += 1;
+    }
+    waves
+        .iter()
+        .map(|w| (w.values().sum(), w.values().copied().max().unwrap_or(1)))
+        .collect()
 }
 
 /// Environment: the model file.

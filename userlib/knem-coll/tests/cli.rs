@@ -82,6 +82,12 @@ fn calibrate_and_bench_on_a_small_team() {
     assert!(out.contains("alpha") && out.contains("stored in"), "{out}");
     let text = std::fs::read_to_string(&model).unwrap();
     assert!(text.contains("\"alpha\""), "{text}");
+    // One reader on 2 ranks: the step fit has nothing to go on and keeps
+    // seed 002's full efficiency.
+    let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let params = all.as_object().unwrap().values().next().unwrap();
+    assert_eq!(params["bw_par"], 1.0, "{text}");
+    assert_eq!(params["step_points"][0][0], 1, "{text}");
     let o = Command::new(exe)
         .args([
             "bench",

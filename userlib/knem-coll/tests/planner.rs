@@ -179,20 +179,31 @@ fn params() -> impl Strategy<Value = Params> {
         0.5f64..2.0,
         0.1f64..5.0,
         prop_oneof![Just(0usize), 1usize..9],
+        (
+            0.0f64..=1.0,
+            0.0f64..1.0,
+            prop_oneof![Just(0u64), Just(2u64 << 20)],
+        ),
     )
-        .prop_map(|(alpha, gbps, l, page, a, b, sync, cpus)| Params {
-            source: "proptest".into(),
-            alpha: alpha * 1e-6,
-            beta: 1.0 / (gbps * 1e9),
-            l: l * 1e-6,
-            page,
-            gamma_a: a,
-            gamma_b: b,
-            sync: sync * 1e-6,
-            signal: sync * 0.5e-6,
-            gamma_points: vec![],
-            cpus,
-        })
+        .prop_map(
+            |(alpha, gbps, l, page, a, b, sync, cpus, (bw_par, oversub, cache))| Params {
+                source: "proptest".into(),
+                alpha: alpha * 1e-6,
+                beta: 1.0 / (gbps * 1e9),
+                l: l * 1e-6,
+                page,
+                gamma_a: a,
+                gamma_b: b,
+                sync: sync * 1e-6,
+                signal: sync * 0.5e-6,
+                gamma_points: vec![],
+                bw_par,
+                oversub,
+                cache,
+                step_points: vec![],
+                cpus,
+            },
+        )
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -227,9 +238,10 @@ proptest! {
         }
     }
 
-    /// With at least as many CPUs as ranks the model is seed 002's; with
-    /// fewer, costs stay finite and positive (not necessarily higher: with
-    /// a steep γ, copies that wait for a CPU contend less, which is what
+    /// With at least as many CPUs as ranks the CPU count changes nothing
+    /// (and with bw_par 1, oversub 0 the model is seed 002's); with fewer,
+    /// costs stay finite and positive (not necessarily higher: with a steep
+    /// γ, copies that wait for a CPU contend less, which is what
     /// throttling exploits).
     #[test]
     fn cpus_at_least_ranks_is_seed_002(p in params(), op in op(), n in 0u64..(16 << 20), ranks in 2usize..33, cpus in 1usize..9) {
@@ -268,14 +280,69 @@ fn oversubscribed_cores_serialize_concurrent_copies() {
         .cost(Op::Scatter, Algorithm::DirectRead, n, 4, 1, 4)
         .unwrap();
     let sm = 2.0 * p.sync * 2.0;
-    assert!((two - sm - 1.5 * p.transfer(n, 2)).abs() < 1e-12, "{two}");
+    assert!(
+        (two - sm - 1.5 * p.transfer(n, 2, 2)).abs() < 1e-12,
+        "{two}"
+    );
     assert!(two > free);
     // Alltoall steps: 4 copies at once on 2 CPUs take twice as long.
     let pw = p
         .cost(Op::Alltoall, Algorithm::Pairwise, n, 4, 1, 4)
         .unwrap();
     assert!(
-        (pw - sm - 3.0 * 2.0 * p.transfer(n, 1)).abs() < 1e-12,
+        (pw - sm - 3.0 * 2.0 * p.transfer(n, 1, 1)).abs() < 1e-12,
         "{pw}"
     );
+}
+
+/// The k-nomial waves follow the code: rank v reads from v without its
+/// leading base-k digit as soon as that parent has the data.
+#[test]
+fn knomial_waves_follow_the_tree() {
+    use knem_coll::model::knomial_waves;
+    // 8 ranks, k = 2: 1, 2, 4 read the root at once; 3, 5 (parent 1) and
+    // 6 (parent 2) next; 7 (parent 3) last.
+    assert_eq!(knomial_waves(8, 2), [(3, 3), (3, 2), (1, 1)]);
+    // k = 4 on 8 ranks: 1, 2, 3 and 4 from the root, then 5, 6, 7 from
+    // 1, 2, 3.
+    assert_eq!(knomial_waves(8, 4), [(4, 4), (3, 1)]);
+    assert_eq!(knomial_waves(2, 2), [(1, 1)]);
+    assert!(knomial_waves(1, 2).is_empty());
+}
+
+/// Calibrated step points give back the efficiency and time-slicing cost
+/// they were made with; presets keep seed 002's δ = 1.
+#[test]
+fn step_fit_recovers_bandwidth_sharing_and_time_slicing() {
+    let n = 8 << 20;
+    for (s, o, cache) in [(0.0, 0.4, 0), (0.5, 0.1, 2 << 20), (1.0, 0.0, 0)] {
+        let mut truth = Params::broadwell();
+        truth.cpus = 2;
+        truth.bw_par = s;
+        truth.oversub = o;
+        truth.cache = cache;
+        let one = truth.transfer(n, 1, 1);
+        let points: Vec<(usize, f64)> = (1..=3).map(|m| (m, truth.step(n, m, m) / one)).collect();
+        let mut fit = Params::broadwell();
+        fit.cpus = 2;
+        fit.cache = cache;
+        fit.fit_steps(&points, n);
+        assert!((fit.bw_par - s).abs() < 1e-9, "s {s}: {}", fit.bw_par);
+        assert!((fit.oversub - o).abs() < 1e-9, "o {o}: {}", fit.oversub);
+    }
+    for p in [Params::knl(), Params::broadwell(), Params::power8()] {
+        assert_eq!(p.delta(64, n), 1.0);
+    }
+}
+
+/// Copies that fit in the private cache do not share memory bandwidth.
+#[test]
+fn bandwidth_sharing_spares_cached_copies() {
+    let mut p = Params::broadwell();
+    p.bw_par = 0.0;
+    p.cache = 2 << 20;
+    assert_eq!(p.delta(2, 1 << 20), 1.0);
+    assert!((p.delta(2, 8 << 20) - 1.75).abs() < 1e-12);
+    p.cache = 0;
+    assert_eq!(p.delta(2, 1 << 20), 2.0);
 }

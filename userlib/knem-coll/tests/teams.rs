@@ -1,6 +1,6 @@
 //! Every collective × algorithm × transport, team sizes 1–8, sizes 0 B to
-//! 16 MiB (big ones sampled), data checked on every rank.  Teams are this
-//! test binary re-run under the launcher, entering `member`.
+//! 16 MiB + 3 (the big ones on 3 and 8 ranks), data checked on every rank.
+//! Teams are this test binary re-run under the launcher, entering `member`.
 
 use knem_coll::{check, launch, Team};
 use knem_transport::Kind;
@@ -15,8 +15,12 @@ fn member() {
         return;
     };
     let mut team = Team::from_env().expect("attach");
-    let (small, big) = check::sizes(true);
-    let big = if role == "big" { big } else { Vec::new() };
+    let (small, _) = check::sizes(true);
+    let big = match role.as_str() {
+        "big" => check::sizes(true).1,
+        "full" => check::sizes(false).1,
+        _ => Vec::new(),
+    };
     let count = if role == "bcast" {
         let mut c = 0;
         for alg in check::variants(knem_coll::Op::Bcast, team.size()) {
@@ -72,7 +76,13 @@ fn sweep(kind: Kind, sizes: std::ops::RangeInclusive<usize>) {
         return;
     }
     for n in sizes {
-        let role = if n == 3 || n == 8 { "big" } else { "small" };
+        // Every algorithm at 4 MiB + 1 on 3 ranks, and also at 16 MiB and
+        // 16 MiB + 3 (divisible by no team size) on 8.
+        let role = match n {
+            8 => "full",
+            3 => "big",
+            _ => "small",
+        };
         // shm: the pipelined copy-in whatever this host's default, except
         // on 5 ranks (copy-in before the descriptor travels).
         let pipeline = if n == 5 { "0" } else { "1" };

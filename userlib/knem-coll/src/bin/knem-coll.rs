@@ -65,12 +65,20 @@ enum Cmd {
         /// Team size.
         #[arg(short = 'n', default_value_t = 4)]
         n: usize,
-        /// Smaller big sizes.
+        /// Big sizes 4M+1 only (default 4M+1, 16M, 16M+3).
         #[arg(long)]
         quick: bool,
         /// Check every team size from 1 to n in turn (one summary line).
         #[arg(long)]
         all_teams: bool,
+        /// Replace the dense grid (every algorithm, roots 0 and p-1),
+        /// e.g. 0,1,4K+1.
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<String>,
+        /// Replace the big sizes (every algorithm, one root each), e.g.
+        /// 16M,16M+3.
+        #[arg(long, value_delimiter = ',')]
+        big: Vec<String>,
     },
     /// Time every collective × algorithm × size and the planner's choice.
     Bench {
@@ -111,8 +119,8 @@ const ENV_SUMMARY: &str = "KNEM_RS_CHECK_SUMMARY";
 
 /// `check` outside a team: start the ranks, then print one summary line
 /// last, `P passed, F failed`, whatever happened (a rank that died without
-/// a tally counts as one failure).
-fn relaunch_check(teams: &[usize], quick: bool) -> ExitCode {
+/// a tally counts as one failure).  `args` go to every rank.
+fn relaunch_check(teams: &[usize], args: &[String]) -> ExitCode {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => return fail(e),
@@ -123,7 +131,7 @@ fn relaunch_check(teams: &[usize], quick: bool) -> ExitCode {
         let out = knem_coll::launch::run(n, |_| {
             let mut c = std::process::Command::new(&exe);
             c.args(["check", "-n", &n.to_string()])
-                .args(quick.then_some("--quick"))
+                .args(args)
                 .env(ENV_SUMMARY, &base);
             c
         });
@@ -266,6 +274,17 @@ fn main() -> ExitCode {
                         p.sync * 1e6
                     );
                     println!("gamma points: {:?}", p.gamma_points);
+                    println!(
+                        "steps of m concurrent 8 MiB copies (m, time / one): {:?}",
+                        p.step_points
+                    );
+                    println!(
+                        "copies at once: parallel efficiency e {:.3} (beyond a {} KiB cache); beyond {} CPUs: +{:.0}% for time slicing",
+                        p.bw_par,
+                        p.cache >> 10,
+                        p.cpus,
+                        p.oversub * 100.0
+                    );
                     println!("stored in {}", path.display());
                     ExitCode::SUCCESS
                 }
@@ -277,20 +296,42 @@ fn main() -> ExitCode {
             n,
             quick,
             all_teams,
+            sizes,
+            big,
         } => {
+            let (mut small_sizes, mut big_sizes) = check::sizes(quick);
+            for (list, arg) in [(&mut small_sizes, &sizes), (&mut big_sizes, &big)] {
+                if arg.is_empty() {
+                    continue;
+                }
+                // `--big ''` (an empty list) turns the big sizes off.
+                let items = arg.iter().filter(|s| !s.trim().is_empty());
+                match items.map(|s| bench::parse_size(s)).collect() {
+                    Some(v) => *list = v,
+                    None => return fail(format!("bad size list {}", arg.join(","))),
+                }
+            }
             if !Team::in_team() {
-                let sizes: Vec<usize> = if all_teams {
+                let teams: Vec<usize> = if all_teams {
                     (1..=n).collect()
                 } else {
                     vec![n]
                 };
-                return relaunch_check(&sizes, quick);
+                let join = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+                let args = [
+                    "--sizes".to_string(),
+                    join(&small_sizes).join(","),
+                    "--big".to_string(),
+                    join(&big_sizes).join(","),
+                ];
+                return relaunch_check(&teams, &args);
             }
             let mut team = match Team::from_env() {
                 Ok(t) => t,
                 Err(e) => return fail(e),
             };
-            let (small, big) = check::sizes(quick);
+            let (small, big) = (small_sizes, big_sizes);
+            let started = std::time::Instant::now();
             let rank = team.rank();
             let (t, r) = check::sweep_tally(&mut team, &small, &big, |m| {
                 eprintln!("knem-coll: rank {rank}: FAIL {m}");
@@ -301,11 +342,12 @@ fn main() -> ExitCode {
             }
             if r.is_ok() && rank == 0 {
                 println!(
-                    "{}: {} collectives checked on {} ranks with {}",
+                    "{}: {} collectives checked on {} ranks with {} in {:.1} s",
                     if t.failed == 0 { "ok" } else { "FAILED" },
                     t.passed + t.failed,
                     team.size(),
-                    team.transport().kind()
+                    team.transport().kind(),
+                    started.elapsed().as_secs_f64()
                 );
             }
             // Under `knem-coll check` the launcher prints the summary last;

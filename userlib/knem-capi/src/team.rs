@@ -1,0 +1,173 @@
+//! Teams: attach, rank and size, barrier, word exchange, the planner.
+
+use crate::transport::open_transport;
+use crate::{coll_err, fail, guard, opt_str, PANICKED};
+use knem_coll::{Op, Team};
+use libc::{c_char, c_int, size_t};
+use std::ffi::CString;
+
+/// A team.
+pub struct CTeam {
+    pub(crate) team: Team,
+    tname: CString,
+}
+
+fn new_team(team: Team, out: *mut *mut CTeam) -> c_int {
+    let tname = CString::new(team.transport().kind().name()).unwrap_or_default();
+    // SAFETY: out checked non-null by the callers.
+    unsafe { *out = Box::into_raw(Box::new(CTeam { team, tname })) };
+    0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_attach_env(out: *mut *mut CTeam) -> c_int {
+    guard(PANICKED, || {
+        if out.is_null() {
+            return fail(libc::EINVAL, "NULL out pointer");
+        }
+        new_team(try_c!(Team::from_env().map_err(coll_err)), out)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_attach(
+    name: *const c_char,
+    rank: c_int,
+    size: c_int,
+    transport: *const c_char,
+    out: *mut *mut CTeam,
+) -> c_int {
+    guard(PANICKED, || {
+        if out.is_null() || rank < 0 || size <= 0 {
+            return fail(libc::EINVAL, "NULL out pointer or bad rank/size");
+        }
+        // SAFETY: string contracts of the header.
+        let Some(name) = try_c!(unsafe { opt_str(name) }) else {
+            return fail(libc::EINVAL, "empty team name");
+        };
+        // SAFETY: as above.
+        let t = try_c!(open_transport(try_c!(unsafe { opt_str(transport) })));
+        new_team(
+            try_c!(Team::attach(name, rank as usize, size as usize, t).map_err(coll_err)),
+            out,
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_rank(team: *const CTeam) -> c_int {
+    if team.is_null() {
+        return fail(libc::EINVAL, "NULL team");
+    }
+    // SAFETY: a live team by contract; ranks are below 64.
+    unsafe { (*team).team.rank() as c_int }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_size(team: *const CTeam) -> c_int {
+    if team.is_null() {
+        return fail(libc::EINVAL, "NULL team");
+    }
+    // SAFETY: a live team by contract; sizes are at most 64.
+    unsafe { (*team).team.size() as c_int }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_transport_name(team: *const CTeam) -> *const c_char {
+    if team.is_null() {
+        return c"".as_ptr();
+    }
+    // SAFETY: a live team by contract.
+    unsafe { (*team).tname.as_ptr() }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_barrier(team: *mut CTeam) -> c_int {
+    guard(PANICKED, || {
+        let t = deref!(team, "team");
+        try_c!(t.team.barrier().map_err(coll_err));
+        0
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_allgather_words(
+    team: *mut CTeam,
+    words: *const u64,
+    n: size_t,
+    out: *mut u64,
+) -> c_int {
+    guard(PANICKED, || {
+        let t = deref!(team, "team");
+        if n > knem_coll::team::SLOT_WORDS || (words.is_null() && n > 0) || out.is_null() {
+            return fail(libc::EINVAL, "bad word arrays (at most 8 words)");
+        }
+        let input = if n == 0 {
+            &[][..]
+        } else {
+            // SAFETY: n words by contract.
+            unsafe { std::slice::from_raw_parts(words, n) }
+        };
+        let all = try_c!(t.team.allgather_words(input).map_err(coll_err));
+        for (r, w) in all.iter().enumerate() {
+            // SAFETY: out holds size*8 words by contract (size <= 64).
+            unsafe { std::ptr::copy_nonoverlapping(w.as_ptr(), out.add(r * 8), 8) };
+        }
+        0
+    })
+}
+
+fn op_of(op: c_int) -> Option<Op> {
+    Op::ALL.get(usize::try_from(op).ok()?).copied()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_plan(
+    team: *const CTeam,
+    op: c_int,
+    n: size_t,
+    alg: *mut c_int,
+    k: *mut c_int,
+    predicted_seconds: *mut f64,
+) -> c_int {
+    guard(PANICKED, || {
+        if team.is_null() {
+            return fail(libc::EINVAL, "NULL team");
+        }
+        let Some(op) = op_of(op) else {
+            return fail(libc::EINVAL, "unknown operation");
+        };
+        // SAFETY: a live team by contract.
+        let t = unsafe { &(*team).team };
+        let topo = t.topology();
+        let (a, c) = t.params().plan(
+            op,
+            n as u64,
+            t.size(),
+            topo.node_count(),
+            topo.largest_group(),
+        );
+        let (code, kk) = a.code();
+        // SAFETY: each out pointer is NULL or writable.
+        unsafe {
+            if !alg.is_null() {
+                *alg = code as c_int;
+            }
+            if !k.is_null() {
+                *k = c_int::try_from(kk).unwrap_or(c_int::MAX);
+            }
+            if !predicted_seconds.is_null() {
+                *predicted_seconds = c;
+            }
+        }
+        0
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_close(team: *mut CTeam) {
+    if !team.is_null() {
+        // SAFETY: allocated by an attach function, closed once.
+        guard((), || drop(unsafe { Box::from_raw(team) }));
+    }
+}
