@@ -47,6 +47,7 @@ use crate::kalloc::{KBox, MAX_ALLOC};
 use crate::mock::MockEnv;
 use crate::stats::KnemCoreStats;
 use crate::user::{bytes_of, Pod, MAX_IOVECS};
+use core::mem::offset_of;
 use knem_abi::knem_cmd_param_iovec as Iov;
 use knem_abi::*;
 use std::boxed::Box;
@@ -1142,7 +1143,8 @@ impl H {
                 a.index = Self::index(inp);
                 let pad = Self::pad(inp);
                 if let Some(length) = a.bound {
-                    a.status_at = Some(44);
+                    a.status_at =
+                        Some(offset_of!(knem_cmd_inline_copy_bounded, current_status) as u64);
                     as_bytes(&knem_cmd_inline_copy_bounded {
                         local_iovec_array: a.arr,
                         local_iovec_nr: a.nr,
@@ -1156,7 +1158,7 @@ impl H {
                         pad,
                     })
                 } else {
-                    a.status_at = Some(36);
+                    a.status_at = Some(offset_of!(knem_cmd_inline_copy, current_status) as u64);
                     as_bytes(&knem_cmd_inline_copy {
                         local_iovec_array: a.arr,
                         local_iovec_nr: a.nr,
@@ -1176,7 +1178,7 @@ impl H {
                 a.flags = Self::copy_flags(inp);
                 let pad = Self::pad(inp);
                 if kind == Kind::SyncRecv {
-                    a.status_at = Some(12);
+                    a.status_at = Some(offset_of!(knem_cmd_sync_recv_param, status) as u64);
                     as_bytes(&knem_cmd_sync_recv_param {
                         recv_iovec_array: a.arr,
                         recv_iovec_nr: a.nr,
@@ -1209,7 +1211,7 @@ impl H {
                 a.index = Self::index(inp);
                 let pad = Self::pad(inp);
                 if let Some(length) = a.bound {
-                    a.status_at = Some(44);
+                    a.status_at = Some(offset_of!(knem_cmd_copy_bounded, current_status) as u64);
                     as_bytes(&knem_cmd_copy_bounded {
                         src_cookie: a.cookie,
                         src_offset: a.offset,
@@ -1222,7 +1224,7 @@ impl H {
                         pad,
                     })
                 } else {
-                    a.status_at = Some(36);
+                    a.status_at = Some(offset_of!(knem_cmd_copy, current_status) as u64);
                     as_bytes(&knem_cmd_copy {
                         src_cookie: a.cookie,
                         src_offset: a.offset,

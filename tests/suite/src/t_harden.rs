@@ -301,22 +301,30 @@ fn policy_matrix() -> TestResult<[u64; 3]> {
     Ok([nobody, root, undumpable])
 }
 
-fn expect_outcomes(policy: &str, got: [u64; 3], want: [Result<Status, Errno>; 3]) -> TestResult {
-    let names = ["same uid", "root", "same uid, owner not dumpable"];
-    for i in 0..3 {
-        let w = match want[i] {
+/// Each `got[i]` (a peer's [`encode_outcome`]) is `want[i]`.
+fn expect_named(
+    policy: &str,
+    names: &[&str],
+    got: &[u64],
+    want: &[Result<Status, Errno>],
+) -> TestResult {
+    for ((name, &got), want) in names.iter().zip(got).zip(want) {
+        let w = match want {
             Ok(s) => s.to_raw() as u64,
-            Err(e) => (1 << 63) | e as i32 as u64,
+            Err(e) => (1 << 63) | *e as i32 as u64,
         };
         ensure!(
-            got[i] == w,
-            "{policy}: {}: got {:?}, expected {:?}",
-            names[i],
-            decode_outcome(got[i]),
-            want[i]
+            got == w,
+            "{policy}: {name}: got {:?}, expected {want:?}",
+            decode_outcome(got)
         );
     }
     Ok(())
+}
+
+fn expect_outcomes(policy: &str, got: [u64; 3], want: [Result<Status, Errno>; 3]) -> TestResult {
+    let names = ["same uid", "root", "same uid, owner not dumpable"];
+    expect_named(policy, &names, &got, &want)
 }
 
 /// access_policy=uid: KNEM's rule (root is another uid: EPERM).
@@ -412,20 +420,7 @@ pub fn access_policy_ptrace_yama() -> TestResult {
     const EPERM: Result<Status, Errno> = Err(Errno::EPERM);
     let lineage = |scope: &str, got: [u64; 2], want: [Result<Status, Errno>; 2]| {
         let names = ["ancestor reads descendant", "descendant reads ancestor"];
-        for i in 0..2 {
-            let w = match want[i] {
-                Ok(s) => s.to_raw() as u64,
-                Err(e) => (1 << 63) | e as i32 as u64,
-            };
-            ensure!(
-                got[i] == w,
-                "{scope}: {}: got {:?}, expected {:?}",
-                names[i],
-                decode_outcome(got[i]),
-                want[i]
-            );
-        }
-        Ok(())
+        expect_named(scope, &names, &got, &want)
     };
     with_policy("ptrace", || {
         with_yama_scope(0, || {
