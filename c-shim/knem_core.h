@@ -66,8 +66,9 @@ int knem_core_init(void);
 void knem_core_exit(void);
 
 /*
- * One context per O_RDWR open.  uid is the opener's (euid), the owner of
- * every region the context creates.  shim is the shim's handle of the
+ * One context per O_RDWR open.  uid is the opener's real uid at open, in
+ * the initial user namespace: the owner of every region the context
+ * creates.  shim is the shim's handle of the
  * file, passed back to the knem_shim_ctx_* functions below.  NULL on
  * allocation failure.
  */
@@ -112,10 +113,14 @@ int knem_core_ctx_set_status_array(struct knem_core_ctx *ctx, void *kaddr,
 				   u64 len);
 
 /*
- * Handle one ioctl.  cmd is the full command number, arg the user pointer.
- * Returns 0 or a negative errno; unknown commands give -ENOTTY.
+ * Handle one ioctl.  cmd is the full command number, arg the user pointer,
+ * caller_uid the calling task's real uid now, in the initial user
+ * namespace (it may differ from the uid the context was opened under:
+ * the access checks compare region owners with it).  Returns 0 or a
+ * negative errno; unknown commands give -ENOTTY.
  */
-long knem_core_ioctl(struct knem_core_ctx *ctx, unsigned int cmd, u64 arg);
+long knem_core_ioctl(struct knem_core_ctx *ctx, unsigned int cmd, u64 arg,
+		     u32 caller_uid);
 
 /* Called by the shim after the grace period started by knem_shim_call_rcu. */
 void knem_core_rcu_free(void *rcu_head);

@@ -3,7 +3,8 @@
  * knem_main.c - the /dev/knem misc device and its file operations.
  *
  * An O_RDWR (or O_WRONLY) open gets a core context owned by the opener's
- * effective uid; every ioctl goes to the core, and read()/poll() deliver
+ * real uid; every ioctl goes to the core with the caller's real uid at
+ * that moment (KNEM's access rule is evaluated at each call), and read()/poll() deliver
  * the NOTIFY_FD notifications of its asynchronous copies (knem_offload.c).
  * The context serves the process that opened it: a forked child (or a
  * process the fd was passed to) gets EBADF from ioctl(), mmap() and read(),
@@ -31,6 +32,16 @@
 #include "knem_core.h"
 #include "knem_shim.h"
 
+/*
+ * The real uid of the current task, as KNEM uses it: region owners and
+ * callers compare in the initial user namespace, so that they compare
+ * equal across user namespaces.
+ */
+static u32 knem_caller_uid(void)
+{
+	return from_kuid(&init_user_ns, current_uid());
+}
+
 static int knem_open(struct inode *inode, struct file *file)
 {
 	struct knem_file *kf;
@@ -52,12 +63,7 @@ static int knem_open(struct inode *inode, struct file *file)
 			goto free_file;
 		}
 	} else {
-		/*
-		 * Regions belong to the global (init namespace) euid, so that
-		 * owners compare equal across user namespaces.
-		 */
-		kf->ctx = knem_core_ctx_new(from_kuid(&init_user_ns,
-						      current_euid()), kf);
+		kf->ctx = knem_core_ctx_new(knem_caller_uid(), kf);
 		if (!kf->ctx) {
 			err = -ENOMEM;
 			goto free_file;
@@ -134,7 +140,7 @@ static long knem_ioctl(struct file *file, unsigned int cmd,
 
 	if (!ctx)
 		return -EBADF;
-	return knem_core_ioctl(ctx, cmd, arg);
+	return knem_core_ioctl(ctx, cmd, arg, knem_caller_uid());
 }
 
 static int knem_mmap(struct file *file, struct vm_area_struct *vma)

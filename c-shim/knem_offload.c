@@ -138,34 +138,32 @@ ssize_t knem_notify_read(struct knem_file *kf, struct file *file,
 	size_t done = 0;
 	u32 n;
 
-	if (!want)
+	/* Whole indices only, as KNEM. */
+	if (count % sizeof(u32))
 		return -EINVAL;
-	for (;;) {
+	/*
+	 * A blocking read returns when the whole count was delivered, as
+	 * KNEM's does, or when a signal comes (what was read so far, else
+	 * -ERESTARTSYS); a non-blocking one returns what is queued.  Indices
+	 * popped but not delivered because the buffer faults are lost: the
+	 * caller passed a bad buffer, as with any read().
+	 */
+	while (done < want) {
 		n = knem_core_ctx_read_notify(kf->ctx, batch,
-					      min_t(size_t, want, KNEM_NOTIFY_BATCH));
-		if (n)
-			break;
+					      min_t(size_t, want - done,
+						    KNEM_NOTIFY_BATCH));
+		if (n) {
+			if (copy_to_user(buf + done * sizeof(u32), batch,
+					 n * sizeof(u32)))
+				return done ? done * sizeof(u32) : -EFAULT;
+			done += n;
+			continue;
+		}
 		if (file->f_flags & O_NONBLOCK)
-			return -EAGAIN;
+			return done ? done * sizeof(u32) : -EAGAIN;
 		if (wait_event_interruptible(kf->notify_wq,
 					     knem_core_ctx_notify_ready(kf->ctx)))
-			return -ERESTARTSYS;
-	}
-	/*
-	 * Then whatever else is queued, without blocking.  Indices popped but
-	 * not delivered because the buffer faults are lost: the caller passed
-	 * a bad buffer, as with any read().
-	 */
-	for (;;) {
-		if (copy_to_user(buf + done * sizeof(u32), batch, n * sizeof(u32)))
-			return done ? done * sizeof(u32) : -EFAULT;
-		done += n;
-		if (done == want)
-			break;
-		n = knem_core_ctx_read_notify(kf->ctx, batch,
-					      min_t(size_t, want - done, KNEM_NOTIFY_BATCH));
-		if (!n)
-			break;
+			return done ? done * sizeof(u32) : -ERESTARTSYS;
 	}
 	return done * sizeof(u32);
 }

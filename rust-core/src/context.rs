@@ -18,7 +18,7 @@ pub use knem_abi::status;
 pub struct Context {
     /// Unique id, never reused while the module is loaded.
     pub id: u64,
-    /// euid of the opener, owner of every region created here.
+    /// Real uid of the opener at open, owner of every region created here.
     pub uid: u32,
     /// The shim's handle of this context.
     pub shim: ShimCtx,
@@ -65,7 +65,7 @@ struct StatusArray {
 }
 
 impl Context {
-    /// A context for a process with euid `uid`.
+    /// A context for a process whose real uid is `uid`.
     pub const fn new(id: u64, uid: u32, shim: ShimCtx) -> Context {
         Context {
             id,

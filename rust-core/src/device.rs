@@ -41,13 +41,13 @@ impl<E: Env> Device<E> {
         self.table.exit();
     }
 
-    /// A context for an opener with euid `uid`, without a shim handle
+    /// A context for an opener with real uid `uid`, without a shim handle
     /// (host tests).
     pub fn ctx_new(&self, uid: u32) -> KResult<KBox<Context>> {
         self.ctx_new_with(uid, ShimCtx::NULL)
     }
 
-    /// A context for an opener with euid `uid`; `shim` is the handle the
+    /// A context for an opener with real uid `uid`; `shim` is the handle the
     /// core passes back to the shim's `knem_shim_ctx_*` functions.
     pub fn ctx_new_with(&self, uid: u32, shim: ShimCtx) -> KResult<KBox<Context>> {
         let id = self.next_ctx.fetch_add(1, Relaxed) + 1;

@@ -63,7 +63,7 @@ unsafe impl Sync for OwnerPtr {}
 /// Who may use another process's region (`access_policy` module parameter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessPolicy {
-    /// KNEM's rule: the caller's context has the owner's uid.
+    /// KNEM's rule: the caller's real uid, at the call, is the owner's.
     Uid,
     /// CMA's rule: the caller may ptrace-attach the owner process.
     Ptrace,

@@ -72,17 +72,23 @@ pub unsafe extern "C" fn knem_core_ctx_set_status_array(
     }
 }
 
-/// Handles one ioctl: 0 or a negative errno.
+/// Handles one ioctl from a caller whose real uid is now `caller_uid`:
+/// 0 or a negative errno.
 ///
 /// # Safety
 /// `ctx` must be live for the duration of the call.
 #[no_mangle]
-pub unsafe extern "C" fn knem_core_ioctl(ctx: *mut Context, cmd: c_uint, arg: u64) -> c_long {
+pub unsafe extern "C" fn knem_core_ioctl(
+    ctx: *mut Context,
+    cmd: c_uint,
+    arg: u64,
+    caller_uid: u32,
+) -> c_long {
     // SAFETY: the shim passes a live context (the file is open).
     let Some(ctx) = (unsafe { ctx.as_ref() }) else {
         return crate::errno::EBADF.to_neg() as c_long;
     };
-    DEVICE.ioctl(ctx, cmd, arg) as c_long
+    DEVICE.ioctl_as(ctx, caller_uid, cmd, arg) as c_long
 }
 
 /// Offload thread: runs the oldest queued request; 1 if one ran, 0 if the

@@ -21,8 +21,6 @@ use core::mem::offset_of;
 use core::sync::atomic::{AtomicU8, Ordering::Release};
 use knem_abi::*;
 
-/// Every flag bit some version of the ABI defines.
-const DEFINED_FLAGS: u32 = 0xff;
 /// Every BIND_OFFLOAD flag.
 const BIND_FLAGS: u32 =
     KNEM_BIND_FLAG_CUSTOM | KNEM_BIND_FLAG_CURRENT | KNEM_BIND_FLAG_CURRENT_REVERSED;
@@ -41,6 +39,15 @@ pub const INFO: knem_cmd_info = knem_cmd_info {
     forced_flags: 0,
 };
 
+/// The flags a copy acts on, as KNEM computes them: forced ones added,
+/// every bit outside the copy mask (SINGLEUSE, ANY_USER_ACCESS, bits no
+/// ABI version defines) dropped, not refused.  The ignored DMA flag needs
+/// no masking: [`dma::wanted`] is false whenever GET_INFO lists it as
+/// ignored.
+fn copy_flags(raw: u32) -> u32 {
+    (raw | INFO.forced_flags) & KNEM_FLAG_ANY_COPY_MASK
+}
+
 /// How a copy reports its result.
 enum Report<'c> {
     /// In `current_status` only.
@@ -54,6 +61,12 @@ enum Report<'c> {
     /// ASYNCDMACOMPLETE with a DMA engine: `current_status` PENDING now,
     /// the slot when the engine is done ([`crate::dma`]).
     DmaComplete { index: u32 },
+}
+
+/// Who makes an ioctl: through which context, with which real uid now.
+struct Caller<'c> {
+    ctx: &'c Context,
+    uid: u32,
 }
 
 /// A copy between the caller's iovecs and a region, decoded.
@@ -88,9 +101,21 @@ fn status_of(o: Outcome) -> u8 {
 }
 
 impl<E: Env> Device<E> {
-    /// Handles one ioctl: 0 or a negative errno.
+    /// Handles one ioctl from a caller whose uid is still the one the
+    /// context was opened under: 0 or a negative errno.
     pub fn ioctl(&self, ctx: &Context, cmd: u32, arg: u64) -> i64 {
-        match self.dispatch(ctx, cmd, arg) {
+        self.ioctl_as(ctx, ctx.uid, cmd, arg)
+    }
+
+    /// Handles one ioctl from a caller whose real uid is now `caller_uid`
+    /// (the access rule compares it with region owners): 0 or a negative
+    /// errno.
+    pub fn ioctl_as(&self, ctx: &Context, caller_uid: u32, cmd: u32, arg: u64) -> i64 {
+        let caller = Caller {
+            ctx,
+            uid: caller_uid,
+        };
+        match self.dispatch(&caller, cmd, arg) {
             Ok(()) => 0,
             Err(e) => {
                 self.stats.count_error(e);
@@ -99,7 +124,8 @@ impl<E: Env> Device<E> {
         }
     }
 
-    fn dispatch(&self, ctx: &Context, cmd: u32, arg: u64) -> KResult<()> {
+    fn dispatch(&self, caller: &Caller<'_>, cmd: u32, arg: u64) -> KResult<()> {
+        let ctx = caller.ctx;
         match cmd {
             cmd::GET_INFO => user::write(&self.env, arg, dma::info(self.env.dma_usable())),
             cmd::CREATE_REGION => self.create_region(ctx, arg),
@@ -117,7 +143,7 @@ impl<E: Env> Device<E> {
                     async_index: c.async_status_index,
                 };
                 self.inline_copy(
-                    ctx,
+                    caller,
                     &req,
                     Some(arg + offset_of!(knem_cmd_inline_copy, current_status) as u64),
                 )
@@ -135,7 +161,7 @@ impl<E: Env> Device<E> {
                     async_index: c.async_status_index,
                 };
                 self.inline_copy(
-                    ctx,
+                    caller,
                     &req,
                     Some(arg + offset_of!(knem_cmd_inline_copy_bounded, current_status) as u64),
                 )
@@ -152,7 +178,7 @@ impl<E: Env> Device<E> {
                     async_index: c.async_status_index,
                 };
                 self.pair_copy(
-                    ctx,
+                    caller,
                     &req,
                     arg + offset_of!(knem_cmd_copy, current_status) as u64,
                 )
@@ -169,20 +195,21 @@ impl<E: Env> Device<E> {
                     async_index: c.async_status_index,
                 };
                 self.pair_copy(
-                    ctx,
+                    caller,
                     &req,
                     arg + offset_of!(knem_cmd_copy_bounded, current_status) as u64,
                 )
             }
             cmd::INIT_SEND => self.init_send(ctx, arg),
-            cmd::SYNC_RECV => self.sync_recv(ctx, arg),
+            cmd::SYNC_RECV => self.sync_recv(caller, arg),
             cmd::BIND_OFFLOAD => self.bind_offload(ctx, arg),
-            cmd::INIT_ASYNC_RECV => self.init_async_recv(ctx, arg),
+            cmd::INIT_ASYNC_RECV => self.init_async_recv(caller, arg),
             _ => Err(ENOTTY),
         }
     }
 
-    /// Validates copy flags and picks how the result is reported.
+    /// Validates copy flags (already masked by [`copy_flags`]) and picks
+    /// how the result is reported.
     ///
     /// With a usable DMA engine (`dma`) and no thread flag,
     /// ASYNCDMACOMPLETE makes the request asynchronous: submitted in the
@@ -194,9 +221,6 @@ impl<E: Env> Device<E> {
         async_index: u32,
         dma: bool,
     ) -> KResult<Report<'c>> {
-        if flags & !DEFINED_FLAGS != 0 || flags & !KNEM_FLAG_ANY_COPY_MASK != 0 {
-            return Err(EINVAL);
-        }
         let thread = flags & KNEM_FLAG_ANY_THREAD_MASK != 0;
         let notify = flags & KNEM_FLAG_NOTIFY_FD != 0;
         if notify && (!thread || flags & KNEM_FLAG_ASYNCDMACOMPLETE != 0) {
@@ -224,18 +248,27 @@ impl<E: Env> Device<E> {
     /// unknown → EINVAL, not allowed by the access policy → EPERM,
     /// protection → EACCES.  Nothing is consumed.
     ///
-    /// The policy decides who besides the owner may use a region: the
-    /// owner's uid (KNEM) or whoever may ptrace-attach the owner process
-    /// (CMA).  ANY_USER_ACCESS is the owner's explicit consent and admits
-    /// anyone under either policy; the creating context is always admitted.
-    fn lookup_checked(&self, ctx: &Context, cookie: u64, write: bool) -> KResult<Found<'_, E>> {
+    /// The policy decides who may use a region created without
+    /// ANY_USER_ACCESS (the owner's explicit consent, which admits anyone):
+    /// callers whose real uid, now, is the owner's (KNEM: the uid is read
+    /// at each call, so a process that drops privileges loses access, even
+    /// to its own context's regions), or whoever may ptrace-attach the
+    /// owner process (CMA; the creating context, which serves the owner
+    /// process itself, is admitted without asking).
+    fn lookup_checked(
+        &self,
+        caller: &Caller<'_>,
+        cookie: u64,
+        write: bool,
+    ) -> KResult<Found<'_, E>> {
         let found = self.table.lookup(&self.env, &self.stats, cookie)?;
         let a = found.region.attrs();
         let allowed = a.flags & KNEM_FLAG_ANY_USER_ACCESS != 0
-            || a.owner_ctx == ctx.id
             || match self.env.access_policy() {
-                AccessPolicy::Uid => a.owner_uid == ctx.uid,
-                AccessPolicy::Ptrace => self.env.may_access(found.region.owner()),
+                AccessPolicy::Uid => a.owner_uid == caller.uid,
+                AccessPolicy::Ptrace => {
+                    a.owner_ctx == caller.ctx.id || self.env.may_access(found.region.owner())
+                }
             };
         if !allowed {
             return Err(EPERM);
@@ -274,10 +307,10 @@ impl<E: Env> Device<E> {
     /// that runs page to page (thread or PINLOCAL).  Nothing is consumed.
     fn pin_inline<'a>(
         &'a self,
-        ctx: &Context,
+        caller: &Caller<'_>,
         req: &InlineReq,
     ) -> KResult<(Found<'a, E>, RegionRef<'a, E>)> {
-        let found = self.lookup_checked(ctx, req.cookie, req.write)?;
+        let found = self.lookup_checked(caller, req.cookie, req.write)?;
         let iovs = user::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
         let local = SegList::new(&iovs)?;
         drop(iovs);
@@ -315,15 +348,17 @@ impl<E: Env> Device<E> {
 
     fn inline_copy(
         &self,
-        ctx: &Context,
+        caller: &Caller<'_>,
         req: &InlineReq,
         status_uaddr: Option<u64>,
     ) -> KResult<()> {
-        let dma = dma::wanted(&self.env, req.flags);
-        let report = self.report_mode(ctx, req.flags, req.async_index, dma)?;
+        let ctx = caller.ctx;
+        let flags = copy_flags(req.flags);
+        let dma = dma::wanted(&self.env, flags);
+        let report = self.report_mode(ctx, flags, req.async_index, dma)?;
         if let Report::Async { index, notify } = report {
             let prep = self.prepare(ctx, index, notify)?;
-            let (found, local) = self.pin_inline(ctx, req)?;
+            let (found, local) = self.pin_inline(caller, req)?;
             self.report_pending(status_uaddr)?;
             self.table.consume(&self.env, &self.stats, &found)?;
             let mut job = Self::inline_job(req, found.into_region(), local);
@@ -333,7 +368,7 @@ impl<E: Env> Device<E> {
         }
         if let Report::DmaComplete { index } = report {
             let token = self.dma_token()?;
-            let (found, local) = self.pin_inline(ctx, req)?;
+            let (found, local) = self.pin_inline(caller, req)?;
             self.report_pending(status_uaddr)?;
             self.table.consume(&self.env, &self.stats, &found)?;
             let mut job = Self::inline_job(req, found.into_region(), local);
@@ -347,8 +382,8 @@ impl<E: Env> Device<E> {
             &self.stats.bytes_inline_read
         };
         // The engine needs the caller's pages pinned, as PINLOCAL does.
-        if req.flags & KNEM_FLAG_PINLOCAL != 0 || dma {
-            let (found, local) = self.pin_inline(ctx, req)?;
+        if flags & KNEM_FLAG_PINLOCAL != 0 || dma {
+            let (found, local) = self.pin_inline(caller, req)?;
             self.table.consume(&self.env, &self.stats, &found)?;
             let mut job = Self::inline_job(req, found.into_region(), local);
             job.dma = dma;
@@ -357,7 +392,7 @@ impl<E: Env> Device<E> {
             stats::add(counter, out.bytes);
             return self.finish(report, out, status_uaddr);
         }
-        let found = self.lookup_checked(ctx, req.cookie, req.write)?;
+        let found = self.lookup_checked(caller, req.cookie, req.write)?;
         let iovs = user::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
         let local = SegList::new(&iovs)?;
         drop(iovs);
@@ -375,9 +410,11 @@ impl<E: Env> Device<E> {
         self.finish(report, out, status_uaddr)
     }
 
-    fn pair_copy(&self, ctx: &Context, req: &PairReq, status_uaddr: u64) -> KResult<()> {
-        let dma = dma::wanted(&self.env, req.flags);
-        let report = self.report_mode(ctx, req.flags, req.async_index, dma)?;
+    fn pair_copy(&self, caller: &Caller<'_>, req: &PairReq, status_uaddr: u64) -> KResult<()> {
+        let ctx = caller.ctx;
+        let flags = copy_flags(req.flags);
+        let dma = dma::wanted(&self.env, flags);
+        let report = self.report_mode(ctx, flags, req.async_index, dma)?;
         let prep = match report {
             Report::Async { index, notify } => Some(self.prepare(ctx, index, notify)?),
             _ => None,
@@ -386,8 +423,8 @@ impl<E: Env> Device<E> {
             Report::DmaComplete { .. } => Some(self.dma_token()?),
             _ => None,
         };
-        let src = self.lookup_checked(ctx, req.src_cookie, false)?;
-        let dst = self.lookup_checked(ctx, req.dst_cookie, true)?;
+        let src = self.lookup_checked(caller, req.src_cookie, false)?;
+        let dst = self.lookup_checked(caller, req.dst_cookie, true)?;
         if prep.is_some() || token.is_some() {
             self.report_pending(Some(status_uaddr))?;
         }
@@ -471,10 +508,12 @@ impl<E: Env> Device<E> {
 
     fn create_region(&self, ctx: &Context, arg: u64) -> KResult<()> {
         let c: knem_cmd_create_region = user::read(&self.env, arg)?;
-        if c.flags & !KNEM_FLAG_ANY_CREATE_MASK != 0 || c.protection & !PROT_MASK != 0 {
+        if c.protection & !PROT_MASK != 0 {
             return Err(EINVAL);
         }
-        let cookie = self.create(ctx, c.iovec_array, c.iovec_nr, c.protection, c.flags)?;
+        // Flags outside the create mask are dropped, as KNEM does.
+        let flags = c.flags & KNEM_FLAG_ANY_CREATE_MASK;
+        let cookie = self.create(ctx, c.iovec_array, c.iovec_nr, c.protection, flags)?;
         self.return_cookie(
             ctx,
             arg + offset_of!(knem_cmd_create_region, cookie) as u64,
@@ -490,10 +529,7 @@ impl<E: Env> Device<E> {
     /// Legacy: a read-only single-use region.
     fn init_send(&self, ctx: &Context, arg: u64) -> KResult<()> {
         let c: knem_cmd_init_send_param = user::read(&self.env, arg)?;
-        if c.flags & !KNEM_FLAG_ANY_CREATE_MASK != 0 {
-            return Err(EINVAL);
-        }
-        let flags = c.flags | KNEM_FLAG_SINGLEUSE;
+        let flags = (c.flags & KNEM_FLAG_ANY_CREATE_MASK) | KNEM_FLAG_SINGLEUSE;
         let cookie = self.create(ctx, c.send_iovec_array, c.send_iovec_nr, PROT_READ, flags)?;
         self.return_cookie(
             ctx,
@@ -503,11 +539,10 @@ impl<E: Env> Device<E> {
     }
 
     /// Legacy: synchronous inline read at offset 0, status in `status`.
-    fn sync_recv(&self, ctx: &Context, arg: u64) -> KResult<()> {
+    /// It has no slot to report in, so the asynchronous flags (NOTIFY_FD
+    /// included) are masked off with the undefined ones.
+    fn sync_recv(&self, caller: &Caller<'_>, arg: u64) -> KResult<()> {
         let c: knem_cmd_sync_recv_param = user::read(&self.env, arg)?;
-        if c.flags & KNEM_FLAG_ANY_ASYNC_MASK != 0 {
-            return Err(EINVAL);
-        }
         let req = InlineReq {
             iovec_array: c.recv_iovec_array,
             iovec_nr: c.recv_iovec_nr,
@@ -515,11 +550,11 @@ impl<E: Env> Device<E> {
             cookie: c.send_cookie,
             offset: 0,
             bound: None,
-            flags: c.flags,
+            flags: c.flags & !(KNEM_FLAG_ANY_ASYNC_MASK | KNEM_FLAG_NOTIFY_FD),
             async_index: 0,
         };
         self.inline_copy(
-            ctx,
+            caller,
             &req,
             Some(arg + offset_of!(knem_cmd_sync_recv_param, status) as u64),
         )
@@ -528,7 +563,7 @@ impl<E: Env> Device<E> {
     /// Legacy: asynchronous inline read at offset 0 on the offload thread,
     /// reported only through slot `status_index`.  The flags are those of
     /// a thread copy (a thread flag is implied).
-    fn init_async_recv(&self, ctx: &Context, arg: u64) -> KResult<()> {
+    fn init_async_recv(&self, caller: &Caller<'_>, arg: u64) -> KResult<()> {
         let c: knem_cmd_init_async_recv_param = user::read(&self.env, arg)?;
         let req = InlineReq {
             iovec_array: c.recv_iovec_array,
@@ -540,7 +575,7 @@ impl<E: Env> Device<E> {
             flags: c.flags | KNEM_FLAG_MEMCPYTHREAD,
             async_index: c.status_index,
         };
-        self.inline_copy(ctx, &req, None)
+        self.inline_copy(caller, &req, None)
     }
 
     /// Chooses the CPUs of the offload thread; only before it starts (the

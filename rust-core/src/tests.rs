@@ -75,6 +75,11 @@ impl Inline {
 
 /// INLINE_COPY(_BOUNDED); Ok(current_status) or Err(negative errno).
 fn inline(d: &Dev, ctx: &Context, r: &Inline) -> Result<u32, i64> {
+    inline_as(d, ctx, ctx.uid, r)
+}
+
+/// INLINE_COPY(_BOUNDED) from a caller whose real uid is now `uid`.
+fn inline_as(d: &Dev, ctx: &Context, uid: u32, r: &Inline) -> Result<u32, i64> {
     let arr = d.env.put_slice(&iovs(&r.local));
     let (cmdno, arg, off) = match r.bound {
         None => {
@@ -115,7 +120,7 @@ fn inline(d: &Dev, ctx: &Context, r: &Inline) -> Result<u32, i64> {
             )
         }
     };
-    match d.ioctl(ctx, cmdno, arg) {
+    match d.ioctl_as(ctx, uid, cmdno, arg) {
         0 => Ok(d.env.get::<u32>(arg + off as u64)),
         e => {
             assert_eq!(
@@ -132,6 +137,19 @@ fn inline(d: &Dev, ctx: &Context, r: &Inline) -> Result<u32, i64> {
 fn copy(
     d: &Dev,
     ctx: &Context,
+    src: (u64, u64),
+    dst: (u64, u64),
+    bound: Option<u64>,
+    flags: u32,
+) -> Result<u32, i64> {
+    copy_as(d, ctx, ctx.uid, src, dst, bound, flags)
+}
+
+/// COPY(_BOUNDED) from a caller whose real uid is now `uid`.
+fn copy_as(
+    d: &Dev,
+    ctx: &Context,
+    uid: u32,
     src: (u64, u64),
     dst: (u64, u64),
     bound: Option<u64>,
@@ -168,7 +186,7 @@ fn copy(
             std::mem::offset_of!(knem_cmd_copy_bounded, current_status),
         ),
     };
-    match d.ioctl(ctx, cmdno, arg) {
+    match d.ioctl_as(ctx, uid, cmdno, arg) {
         0 => Ok(d.env.get::<u32>(arg + off as u64)),
         e => Err(e),
     }
@@ -325,11 +343,6 @@ fn create_errors() {
     let c = d.ctx_new(1).unwrap();
     let a = d.env.map(8192, true);
     let ro = d.env.map(4096, false);
-    assert_eq!(
-        create(&d, &c, &[(a, 10)], RW, KNEM_FLAG_DMA),
-        Err(neg(EINVAL))
-    );
-    assert_eq!(create(&d, &c, &[(a, 10)], RW, 1 << 8), Err(neg(EINVAL)));
     assert_eq!(create(&d, &c, &[(a, 10)], 4, 0), Err(neg(EINVAL)));
     // Region range that cannot be pinned.
     assert_eq!(
@@ -379,7 +392,7 @@ fn create_errors() {
     assert_eq!(d.stats.snapshot().regions, before);
     assert_eq!(d.env.pinned(), 1);
     let s = d.stats.snapshot();
-    assert_eq!((s.err_einval, s.err_efault), (3, 8));
+    assert_eq!((s.err_einval, s.err_efault), (1, 8));
     finish(&d, vec![c]);
 }
 
@@ -486,15 +499,7 @@ fn copy_flags() {
         r.index = index;
         inline(&d, &c, &r)
     };
-    for f in [
-        1 << 8,
-        1 << 31,
-        KNEM_FLAG_SINGLEUSE,
-        KNEM_FLAG_ANY_USER_ACCESS,
-    ] {
-        assert_eq!(with(f, 0), Err(neg(EINVAL)), "flag {f:#x}");
-    }
-    // Thread flags are issue-3 work.
+    // Thread flags need a status array.
     for f in [
         KNEM_FLAG_MEMCPYTHREAD,
         KNEM_FLAG_DMATHREAD,
@@ -526,6 +531,131 @@ fn copy_flags() {
     assert_eq!(inline(&d, &c, &r), FAILED);
     assert_eq!(slots[15], status::FAILED);
     finish(&d, vec![c]);
+    drop(slots);
+}
+
+/// KNEM's access rule is evaluated at each call with the caller's real uid
+/// now: a process that opened as root and then setuid()s loses root's
+/// private regions, its own context's included; EPERM still comes before
+/// EACCES and a refused copy consumes nothing.
+#[test]
+fn access_uses_the_callers_uid_at_each_call() {
+    const NOBODY: u32 = 65534;
+    let d = dev();
+    let root = d.ctx_new(0).unwrap();
+    let a = d.env.put_slice(&pattern(4096, 3));
+    let l = d.env.map(4096, true);
+    let ro = create(&d, &root, &[(a, 100)], R, 0).unwrap();
+    let rw = create(&d, &root, &[(a + 200, 100)], RW, 0).unwrap();
+    let once = create(&d, &root, &[(a, 100)], R, KNEM_FLAG_SINGLEUSE).unwrap();
+    let shared = create(&d, &root, &[(a, 100)], R, KNEM_FLAG_ANY_USER_ACCESS).unwrap();
+    let read_as = |uid, cookie| inline_as(&d, &root, uid, &Inline::new(&[(l, 10)], false, cookie));
+    let write_as = |uid, cookie| inline_as(&d, &root, uid, &Inline::new(&[(l, 10)], true, cookie));
+
+    // After setuid(nobody): EPERM, through the very fd that created them.
+    assert_eq!(read_as(NOBODY, ro), Err(neg(EPERM)));
+    assert_eq!(write_as(NOBODY, rw), Err(neg(EPERM)));
+    // EPERM before EACCES (ro is not writable), EINVAL before both.
+    assert_eq!(write_as(NOBODY, ro), Err(neg(EPERM)));
+    assert_eq!(write_as(0, ro), Err(neg(EACCES)));
+    assert_eq!(read_as(NOBODY, ro ^ (1 << 40)), Err(neg(EINVAL)));
+    assert_eq!(
+        copy_as(&d, &root, NOBODY, (ro, 0), (rw, 0), None, 0),
+        Err(neg(EPERM))
+    );
+    assert_eq!(
+        copy_as(&d, &root, NOBODY, (shared, 0), (rw, 0), None, 0),
+        Err(neg(EPERM)),
+        "the destination is checked too"
+    );
+    // A refused copy does not consume a single-use region.
+    assert_eq!(read_as(NOBODY, once), Err(neg(EPERM)));
+    assert_eq!(read_as(0, once), OK);
+    assert_eq!(d.env.peek(l, 10), pattern(4096, 3)[..10]);
+    assert_eq!(read_as(0, once), Err(neg(EINVAL)));
+    // ANY_USER_ACCESS admits anyone; the uid at open does not matter.
+    assert_eq!(read_as(NOBODY, shared), OK);
+    let other = d.ctx_new(NOBODY).unwrap();
+    assert_eq!(
+        inline_as(&d, &other, 0, &Inline::new(&[(l, 10)], false, ro)),
+        OK,
+        "opened as nobody, now root"
+    );
+    assert_eq!(
+        inline(&d, &other, &Inline::new(&[(l, 10)], false, ro)),
+        Err(neg(EPERM))
+    );
+    // Under the ptrace policy the creating context (its own process)
+    // keeps access whatever its uid; others follow the ptrace answer.
+    d.env.ptrace_policy.store(true, SeqCst);
+    d.env.ptrace_denied.store(true, SeqCst);
+    assert_eq!(read_as(NOBODY, ro), OK);
+    assert_eq!(
+        inline_as(&d, &other, 0, &Inline::new(&[(l, 10)], false, ro)),
+        Err(neg(EPERM))
+    );
+    let s = d.stats.snapshot();
+    assert_eq!((s.err_eperm, s.err_eacces, s.err_einval), (8, 1, 2));
+    finish(&d, vec![root, other]);
+}
+
+/// Flag bits outside a command's mask are dropped, as KNEM does: a copy
+/// with SINGLEUSE, ANY_USER_ACCESS or undefined bits proceeds as if they
+/// were clear; CREATE_REGION keeps only SINGLEUSE and ANY_USER_ACCESS.
+#[test]
+fn flags_outside_the_mask_are_dropped() {
+    let d = dev();
+    let c = d.ctx_new(1000).unwrap();
+    let other = d.ctx_new(2000).unwrap();
+    let a = d.env.put_slice(&pattern(4096, 9));
+    let b = d.env.map(4096, true);
+    let l = d.env.map(4096, true);
+    let src = create(&d, &c, &[(a, 4096)], R, 0).unwrap();
+    let dst = create(&d, &c, &[(b, 4096)], W, 0).unwrap();
+    let masked = [
+        1 << 8,
+        1 << 31,
+        KNEM_FLAG_SINGLEUSE,
+        KNEM_FLAG_ANY_USER_ACCESS,
+        !KNEM_FLAG_ANY_COPY_MASK,
+        KNEM_FLAG_SINGLEUSE | KNEM_FLAG_PINLOCAL | KNEM_FLAG_DMA,
+    ];
+    for (i, &f) in masked.iter().enumerate() {
+        let mut r = Inline::new(&[(l, 100)], false, src);
+        r.offset = i as u64 * 100;
+        r.flags = f;
+        assert_eq!(inline(&d, &c, &r), OK, "inline flags {f:#x}");
+        assert_eq!(
+            d.env.peek(l, 100),
+            pattern(4096, 9)[i * 100..(i + 1) * 100],
+            "inline flags {f:#x}"
+        );
+        assert_eq!(
+            copy(&d, &c, (src, 0), (dst, i as u64 * 10), Some(10), f),
+            OK,
+            "copy flags {f:#x}"
+        );
+    }
+    // Nothing was single-use: both regions are still there.
+    assert_eq!(d.env.peek(b, 60), pattern(4096, 9)[..10].repeat(6));
+    // Every copy flag plus SINGLEUSE (63): a thread copy like 31.
+    let mut slots = vec![0u8; 4];
+    // SAFETY: slots outlives the context (released in finish below).
+    unsafe { c.set_status_array(slots.as_mut_ptr(), 4).unwrap() };
+    let mut r = Inline::new(&[(l, 4096)], false, src);
+    r.flags = 63;
+    r.index = 2;
+    assert_eq!(inline(&d, &c, &r), Ok(status::PENDING as u32));
+    assert!(d.run_async(&c));
+    assert_eq!(slots[2], status::SUCCESS);
+    assert_eq!(d.env.peek(l, 4096), pattern(4096, 9));
+    // CREATE_REGION with every bit: single-use and open to every uid.
+    let any = create(&d, &c, &[(a, 64)], R, u32::MAX).unwrap();
+    let r = Inline::new(&[(l, 64)], false, any);
+    assert_eq!(inline(&d, &other, &r), OK);
+    assert_eq!(inline(&d, &other, &r), Err(neg(EINVAL)));
+    assert_eq!(d.stats.snapshot().err_einval, 1);
+    finish(&d, vec![c, other]);
     drop(slots);
 }
 
@@ -810,17 +940,11 @@ fn legacy_init_send_and_sync_recv() {
     let c = d.ctx_new(1).unwrap();
     let a = d.env.put_slice(&pattern(300, 8));
     let arr = d.env.put_slice(&iovs(&[(a, 300)]));
+    // Flags outside the create mask are dropped, as KNEM does.
     let arg = d.env.put(&knem_cmd_init_send_param {
         send_iovec_array: arr,
         send_iovec_nr: 1,
-        flags: 1,
-        send_cookie: 0,
-    });
-    assert_eq!(d.ioctl(&c, cmd::INIT_SEND, arg), neg(EINVAL));
-    let arg = d.env.put(&knem_cmd_init_send_param {
-        send_iovec_array: arr,
-        send_iovec_nr: 1,
-        flags: 0,
+        flags: KNEM_FLAG_DMA | 1 << 8 | 1 << 31,
         send_cookie: 0,
     });
     assert_eq!(d.ioctl(&c, cmd::INIT_SEND, arg), 0);
@@ -837,7 +961,8 @@ fn legacy_init_send_and_sync_recv() {
         recv_iovec_nr: 2,
         status: 0x55,
         send_cookie: cookie,
-        flags: 0,
+        // Every bit: the asynchronous and undefined ones are dropped.
+        flags: u32::MAX,
         pad: 3,
     };
     let rarg = d.env.put(&recv);

@@ -411,6 +411,10 @@ mod seeds {
         pub(super) fn release(&mut self, ctx: u8) -> &mut Self {
             self.op(15, ctx).b(5)
         }
+        /// The process of `ctx` changes its real uid to `UIDS[uid]`.
+        pub(super) fn setuid(&mut self, ctx: u8, uid: u8) -> &mut Self {
+            self.op(15, ctx).b(5 | ((3 + 4 * uid) << 3))
+        }
         pub(super) fn run_all(&mut self, ctx: u8) -> &mut Self {
             self.op(15, ctx).b(6)
         }
@@ -518,6 +522,24 @@ mod seeds {
             .read(2, &[D(12000, 100)], 0, 0)
             .read(0, &[D(12000, 100)], 0, 0);
         add("access-rules", o);
+
+        // Access follows the caller's uid at each call, not the uid at open.
+        o.create(0, &[D(0, 4096)], 1)
+            .create_at(0, Rw, Arr::End, &[D(4096, 100)], true, false, 1)
+            .setuid(0, 2)
+            .read(0, &[D(12000, 100)], 0, 0)
+            .read(0, &[D(12000, 100)], 1, 0)
+            .inline(0, Rw, Arr::End, &[D(12000, 100)], true, 0, 0, None, 0, 0)
+            .read(2, &[D(12000, 100)], 0, 0)
+            .setuid(2, 0)
+            .read(2, &[D(12000, 100)], 0, 0)
+            .setuid(0, 0)
+            .read(0, &[D(12000, 100)], 1, 0)
+            .policy(true, true)
+            .setuid(0, 2)
+            .read(0, &[D(12000, 100)], 0, 0)
+            .read(2, &[D(12000, 100)], 0, 0);
+        add("setuid-after-open", o);
 
         o.create(0, &[D(0, 6000)], 3)
             .create(1, &[D(6000, 3000), D(12000, 4000)], 3)
@@ -737,7 +759,11 @@ mod seeds {
                 NOTIFY,
                 0,
             )
-            .inline(0, Rw, Arr::End, &[D(9000, 10)], false, 0, 0, None, ADC, 5);
+            .inline(0, Rw, Arr::End, &[D(9000, 10)], false, 0, 0, None, ADC, 5)
+            .status_array(0, 8)
+            .inline(0, Rw, Arr::End, &[D(9000, 10)], false, 0, 0, None, 63, 3)
+            .run_all(0)
+            .inline(0, Rw, Arr::End, &[D(9000, 10)], false, 0, 0, None, 0xe0, 0);
         add("pinlocal-and-flags", o);
 
         o.create(0, &[D(0, 200)], 3)

@@ -5,7 +5,8 @@
 //! undefined command (random, or a defined one with a bit flipped), a
 //! status-array mapping, a step of a context's offload thread, a read of
 //! its notifications, a completion of the DMA engine, a file release (and
-//! reopen), and changes of the access policy, the DMA engine, the locked
+//! reopen), a change of a caller's real uid (setuid() after open), and
+//! changes of the access policy, the DMA engine, the locked
 //! memory limit and the shim's pin batch size.
 //!
 //! Every field of an argument is chosen from the input either among the
@@ -24,7 +25,8 @@
 //!   and the per-errno counter moved by one;
 //! * the region table: new cookies are non-zero and fresh, destroyed and
 //!   consumed (single-use) regions are gone, access follows the owner /
-//!   uid / ptrace / ANY_USER_ACCESS rules and the protection;
+//!   caller's uid now / ptrace / ANY_USER_ACCESS rules and the protection;
+//!   flag bits outside a command's mask are dropped, never refused;
 //! * user memory: after every call the data pages hold exactly what the
 //!   model's byte-by-byte copy predicts (memmove's result for a region
 //!   copied onto itself; a copy that faults part-way stops less than a
@@ -257,7 +259,10 @@ struct Job {
 /// A context as the model sees it.
 struct MCtx {
     id: u64,
+    /// Real uid at open: the owner of the regions it creates.
     uid: u32,
+    /// Real uid of the calling process now (it may have setuid()ed).
+    caller_uid: u32,
     /// Index into `H::arrays`, and the slots' expected values.
     array: Option<(usize, Vec<u8>)>,
     pending: VecDeque<Job>,
@@ -395,6 +400,7 @@ impl H {
             ctxs.push(MCtx {
                 id: k.id,
                 uid,
+                caller_uid: uid,
                 array: None,
                 pending: VecDeque::new(),
                 ready: VecDeque::new(),
@@ -585,11 +591,10 @@ impl H {
         let e = *self.table.get(&cookie).ok_or(EINVAL)?;
         let ctx = &self.ctxs[c];
         let allowed = e.flags & KNEM_FLAG_ANY_USER_ACCESS != 0
-            || e.owner == ctx.id
             || if self.ptrace {
-                !self.denied
+                e.owner == ctx.id || !self.denied
             } else {
-                e.uid == ctx.uid
+                e.uid == ctx.caller_uid
             };
         if !allowed {
             return Err(EPERM);
@@ -662,7 +667,9 @@ impl H {
     /// One ioctl; checks the errno counters moved as they should.
     fn ioctl(&mut self, c: usize, cmd: u32, arg: u64) -> i64 {
         let before = self.dev.stats.snapshot();
-        let r = self.dev.ioctl(self.kctx(c), cmd, arg);
+        let r = self
+            .dev
+            .ioctl_as(self.kctx(c), self.ctxs[c].caller_uid, cmd, arg);
         let after = self.dev.stats.snapshot();
         let errs = |s: &KnemCoreStats| {
             [
@@ -1017,7 +1024,7 @@ impl H {
                 as_bytes(&s),
                 16,
                 1,
-                flags | KNEM_FLAG_SINGLEUSE,
+                (flags & KNEM_FLAG_ANY_CREATE_MASK) | KNEM_FLAG_SINGLEUSE,
             )
         } else {
             let b = inp.u8();
@@ -1034,7 +1041,13 @@ impl H {
                 pad: Self::pad(inp),
                 cookie: OUT_SENTINEL,
             };
-            (cmd::CREATE_REGION, as_bytes(&s), 24, prot, flags)
+            (
+                cmd::CREATE_REGION,
+                as_bytes(&s),
+                24,
+                prot,
+                flags & KNEM_FLAG_ANY_CREATE_MASK,
+            )
         };
         let arg = self.put_arg(p, &bytes);
         let mut errs = Errs::default();
@@ -1043,7 +1056,8 @@ impl H {
         if !self.space.ok(arg, size, false) {
             errs.add(EFAULT);
         } else {
-            if flags & !KNEM_FLAG_ANY_CREATE_MASK != 0 || prot & !3 != 0 {
+            // Flags outside the mask are dropped, not refused.
+            if prot & !3 != 0 {
                 errs.add(EINVAL);
             }
             if let Some(segs) = self.local(&mut errs, arr, nr) {
@@ -1307,11 +1321,14 @@ impl H {
         let pair = matches!(kind, Kind::Pair { .. });
 
         // The prediction.
-        let flags = if kind == Kind::AsyncRecv {
-            a.flags | KNEM_FLAG_MEMCPYTHREAD
-        } else {
-            a.flags
-        };
+        // KNEM masks flags, it does not refuse them: bits outside the
+        // copy mask are dropped (and SYNC_RECV drops the async ones).
+        let flags = KNEM_FLAG_ANY_COPY_MASK
+            & match kind {
+                Kind::AsyncRecv => a.flags | KNEM_FLAG_MEMCPYTHREAD,
+                Kind::SyncRecv => a.flags & !(KNEM_FLAG_ANY_ASYNC_MASK | KNEM_FLAG_NOTIFY_FD),
+                _ => a.flags,
+            };
         let thread = flags & KNEM_FLAG_ANY_THREAD_MASK != 0;
         let notify = flags & KNEM_FLAG_NOTIFY_FD != 0;
         let adc = flags & KNEM_FLAG_ASYNCDMACOMPLETE != 0;
@@ -1332,10 +1349,7 @@ impl H {
         if !self.space.ok(arg, size, false) {
             errs.add(EFAULT);
         } else {
-            if kind == Kind::SyncRecv && flags & KNEM_FLAG_ANY_ASYNC_MASK != 0 {
-                errs.add(EINVAL);
-            }
-            if flags & !KNEM_FLAG_ANY_COPY_MASK != 0 || (notify && (!thread || adc)) {
+            if notify && (!thread || adc) {
                 errs.add(EINVAL);
             }
             let len = self.ctxs[c].array.as_ref().map(|(_, s)| s.len() as u64);
@@ -1655,6 +1669,7 @@ impl H {
         if reopen {
             let k = self.dev.ctx_new(self.ctxs[c].uid).expect("context");
             self.ctxs[c].id = k.id;
+            self.ctxs[c].caller_uid = self.ctxs[c].uid;
             self.kctx[c] = Some(k);
             self.sum.released += 1;
         }
@@ -1777,6 +1792,8 @@ impl H {
                 .dev
                 .env
                 .set_pin_max((x % 4 != 0).then_some((x % 4) as usize)),
+            // The process behind context c changes its real uid.
+            (5, x) if x % 4 == 3 => self.ctxs[c].caller_uid = UIDS[(x as usize / 4) % UIDS.len()],
             (5, _) => self.release(c, true),
             (6, _) => while self.run_thread(c) {},
             _ => while self.complete_dma() {},

@@ -15,6 +15,7 @@ mod t_basic;
 mod t_copy;
 mod t_dma;
 mod t_errors;
+mod t_fidelity;
 mod t_harden;
 mod t_inline;
 mod t_legacy;
@@ -56,9 +57,10 @@ const TESTS: &[Test] = &[
     ("efault_bad_pointers",                     t_errors::efault_bad_pointers),
     ("efault_unmapped_region",                  t_errors::efault_unmapped_region),
     ("efault_readonly_mapping_writable_region", t_errors::efault_readonly_mapping),
-    ("einval_undefined_flags",                  t_errors::einval_undefined_flags),
+    ("flags_outside_mask_are_ignored",          t_fidelity::flags_outside_mask_are_ignored),
     ("single_use",                              t_errors::single_use),
     ("eperm_other_uid",                         t_errors::eperm_other_uid),
+    ("access_checked_with_callers_uid_at_each_call", t_fidelity::access_checked_with_callers_uid_at_each_call),
     ("status_array_untouched_by_sync",          t_status::untouched_by_sync),
     ("status_array_second_mmap_fails",          t_status::second_mmap_fails),
     ("close_returns_counters_to_baseline",      t_lifetime::close_returns_to_baseline),
@@ -82,6 +84,7 @@ const TESTS: &[Test] = &[
     ("bind_offload_rules",                      t_async::bind_offload_rules),
     ("stats_async_byte_counter",                t_async::stats_async_byte_counter),
     ("notify_fd_blocking_read",                 t_notify::notify_fd_blocking_read),
+    ("notify_fd_blocking_read_fills_buffer",    t_fidelity::notify_fd_blocking_read_fills_buffer),
     ("notify_fd_nonblocking_eagain",            t_notify::notify_fd_nonblocking_eagain),
     ("notify_fd_poll_select",                   t_notify::notify_fd_poll_select),
     ("notify_fd_ebusy_at_queue_limit",          t_notify::notify_fd_ebusy_at_queue_limit),

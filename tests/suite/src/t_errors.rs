@@ -3,10 +3,7 @@
 use crate::ensure;
 use crate::util::*;
 use knem::abi::{self, cmd};
-use knem::{
-    Cookie, CopyFlags, CopyRequest, Device, Errno, InlineCopyRequest, Iovec, Protection,
-    RegionFlags, Status,
-};
+use knem::{Cookie, Device, Errno, Iovec, Protection, RegionFlags, Status};
 use nix::sys::mman::ProtFlags;
 
 /// A region of `len` bytes at the start of `mem` (which must outlive it).
@@ -388,79 +385,6 @@ pub fn efault_readonly_mapping() -> TestResult {
     dev.destroy_region(c).ctx("DESTROY_REGION")
 }
 
-pub fn einval_undefined_flags() -> TestResult {
-    let dev = Device::open().ctx("open")?;
-    let other = Device::open().ctx("open second fd")?;
-    let mem = Mem::new(1)?;
-    let bad_bits = [1u32 << 8, 1 << 9, 1 << 16, 1 << 31, 0xffff_ff00];
-    for b in bad_bits {
-        let r = unsafe {
-            // SAFETY: our scratch mapping.
-            dev.create_region_raw(
-                &[Iovec::from_raw(mem.addr(0), 64)],
-                Protection::READ,
-                RegionFlags::from_bits_retain(b) | RegionFlags::ANY_USER_ACCESS,
-            )
-        };
-        expect_errno(
-            &format!("CREATE_REGION with flags {b:#x}"),
-            r,
-            Errno::EINVAL,
-        )?;
-    }
-    let c = region(&dev, &mem, 64, Protection::READ_WRITE, RegionFlags::NONE)?;
-    let mut copy_bad: Vec<(String, u32)> = bad_bits
-        .iter()
-        .map(|b| (format!("flags {b:#x}"), *b))
-        .collect();
-    copy_bad.push(("SINGLEUSE".into(), abi::KNEM_FLAG_SINGLEUSE));
-    let local_mem = Mem::new(1)?;
-    local_mem.fill(0x44);
-    let local = [Iovec::from_raw(local_mem.addr(0), 64)];
-    for (what, f) in &copy_bad {
-        let flags = CopyFlags::from_bits_retain(*f);
-        for length in [None, Some(16)] {
-            for write in [false, true] {
-                let req = InlineCopyRequest {
-                    local: &local,
-                    write,
-                    cookie: c,
-                    offset: 0,
-                    length,
-                    flags,
-                    async_status_index: 0,
-                };
-                // SAFETY: our scratch mapping.
-                let r = unsafe { other.inline_copy(&req) };
-                expect_errno(
-                    &format!("inline copy (write={write}, length={length:?}) with {what}"),
-                    r,
-                    Errno::EINVAL,
-                )?;
-            }
-            let r = other.copy_with(&CopyRequest {
-                src: c,
-                src_offset: 0,
-                dst: c,
-                dst_offset: 32,
-                length,
-                flags,
-                async_status_index: 0,
-            });
-            expect_errno(
-                &format!("COPY (length={length:?}) with {what}"),
-                r,
-                Errno::EINVAL,
-            )?;
-        }
-    }
-    ensure!(
-        local_mem.snapshot().iter().all(|&b| b == 0x44) && mem.snapshot().iter().all(|&b| b == 0),
-        "a refused copy moved data"
-    );
-    dev.destroy_region(c).ctx("DESTROY_REGION")
-}
-
 pub fn single_use() -> TestResult {
     let dev = Device::open().ctx("open")?;
     let other = Device::open().ctx("open second fd")?;
@@ -474,24 +398,6 @@ pub fn single_use() -> TestResult {
         "write to a read-only single-use region",
         other.write_from(c, 0, &buf, None),
         Errno::EACCES,
-    )?;
-    expect_errno(
-        "SINGLEUSE flag on the copy",
-        {
-            let local = [Iovec::from_mut_slice(&mut buf)];
-            let req = InlineCopyRequest {
-                local: &local,
-                write: false,
-                cookie: c,
-                offset: 0,
-                length: None,
-                flags: CopyFlags::from_bits_retain(abi::KNEM_FLAG_SINGLEUSE),
-                async_status_index: 0,
-            };
-            // SAFETY: our own buffer.
-            unsafe { other.inline_copy(&req) }
-        },
-        Errno::EINVAL,
     )?;
     expect_success("first read", other.read_into(c, 10, &mut buf, Some(50)))?;
     ensure!(

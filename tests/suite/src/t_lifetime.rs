@@ -213,13 +213,13 @@ pub fn stats_error_counters() -> TestResult {
         Errno::EINVAL,
     )?;
     expect_errno(
-        "bad flags",
+        "bad protection",
         // SAFETY: our scratch mapping.
         unsafe {
             dev.create_region_raw(
                 &[Iovec::from_raw(mem.addr(0), 8)],
-                Protection::READ,
-                RegionFlags::from_bits_retain(1 << 8),
+                Protection::from_bits_retain(4),
+                RegionFlags::NONE,
             )
         },
         Errno::EINVAL,

@@ -225,7 +225,7 @@ fn other_uid_body() -> TestResult {
         expect_pending("MEMCPYTHREAD read of an ANY_USER_ACCESS region", unsafe {
             d.read_into_async(shared_ro, 10, &iov, Some(1000), 3, notify)
         })?;
-        let mut n = [0u32; 2];
+        let mut n = [0u32; 1];
         let k = d
             .read_notifications(&mut n)
             .ctx("read notifications as nobody")?;

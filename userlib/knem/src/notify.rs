@@ -18,12 +18,13 @@ use std::time::{Duration, Instant};
 pub const NOTIFICATION_SIZE: usize = std::mem::size_of::<u32>();
 
 impl Device {
-    /// Read queued notifications into `out`: the number of indexes stored
-    /// (at least 1).  Blocks while none is queued, unless the fd is
-    /// non-blocking ([`Device::set_nonblocking`]), where an empty queue is
-    /// `EAGAIN`.  Interrupted reads are retried.  An empty `out` is passed
-    /// to the driver as is (which refuses reads shorter than one index with
-    /// EINVAL).
+    /// Read notifications into `out`: the number of indexes stored.  On a
+    /// blocking fd the driver returns only once `out` is full (as KNEM
+    /// does), so ask for at most as many as are in flight; a signal that
+    /// arrives after some were delivered returns those (fewer than
+    /// `out.len()`), one before any is retried.  On a non-blocking fd
+    /// ([`Device::set_nonblocking`]) it returns what is queued, `EAGAIN`
+    /// when nothing is.  An empty `out` reads nothing (0).
     pub fn read_notifications(&self, out: &mut [u32]) -> Result<usize> {
         let bytes = std::mem::size_of_val(out);
         loop {
