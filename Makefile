@@ -237,7 +237,7 @@ MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
 BINDIR ?= $(PREFIX)/bin
 
 .PHONY: buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
-	install-dkms install-dev install-lib install-tools
+	install-dkms install-dkms-hooks install-dev install-lib install-tools
 
 tools-bin:
 	$(STATIC_BUILD) --locked $(foreach c,$(PKG_TOOL_CRATES),-p $(c))
@@ -340,6 +340,14 @@ install-dkms:
 		-type f -print | sort | tar -cf - --no-recursion -T - | tar -xf - -C $(DESTDIR)$(DKMS_SRCDIR)
 	install -D -m 0644 packaging/60-knem.rules $(DESTDIR)$(UDEVRULESDIR)/60-knem.rules
 	install -D -m 0644 packaging/modules-load-knem.conf $(DESTDIR)$(MODULESLOADDIR)/knem.conf
+
+# The Debian package's kernel hooks (see packaging/dkms-build.in).
+KERNELHOOKDIR ?= /etc/kernel
+install-dkms-hooks:
+	sed 's|@VERSION@|$(PKG_VERSION)|' packaging/dkms-build.in | \
+		install -D -m 0755 /dev/stdin $(DESTDIR)$(PREFIX)/lib/$(PKG_NAME)/dkms-build
+	install -D -m 0755 packaging/kernel-hook-knem-rs $(DESTDIR)$(KERNELHOOKDIR)/postinst.d/$(PKG_NAME)
+	install -D -m 0755 packaging/kernel-hook-knem-rs $(DESTDIR)$(KERNELHOOKDIR)/header_postinst.d/$(PKG_NAME)
 
 install-tools:
 	@for t in $(PKG_TOOLS); do test -f prebuilt/$$t || { echo "prebuilt/$$t is missing: install from the make dist tarball"; exit 1; }; done

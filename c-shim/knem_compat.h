@@ -10,8 +10,12 @@
 #ifndef KNEM_COMPAT_H
 #define KNEM_COMPAT_H
 
+#include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/slab.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 /*
  * KNEM_RO_PIN_COW_BREAK: a read-only FOLL_LONGTERM pin in a COW mapping may
@@ -41,6 +45,94 @@ static inline void knem_vm_flags_set(struct vm_area_struct *vma,
 	vma->vm_flags |= flags;
 #else
 	vm_flags_set(vma, flags);
+#endif
+}
+
+/*
+ * KNEM_NO_VMA_LOOKUP: vma_lookup() (the VMA that contains addr, not merely
+ * the next one) came in 5.14; find_vma() plus the start check is the same.
+ * Caller holds mmap_lock.
+ */
+static inline struct vm_area_struct *knem_vma_lookup(struct mm_struct *mm,
+						     unsigned long addr)
+{
+#ifdef KNEM_NO_VMA_LOOKUP
+	struct vm_area_struct *vma = find_vma(mm, addr);
+
+	return vma && vma->vm_start <= addr ? vma : NULL;
+#else
+	return vma_lookup(mm, addr);
+#endif
+}
+
+/*
+ * Whether writes to vma copy its pages (private and may become writable).
+ * The kernel's test is vma_is_cow_mapping(vma) where it has one
+ * (KNEM_HAVE_VMA_IS_COW_MAPPING), is_cow_mapping(flags) where it has that
+ * (KNEM_HAVE_IS_COW_MAPPING), and before both (5.10) the same test on
+ * vm_flags written out.
+ */
+static inline bool knem_vma_is_cow(struct vm_area_struct *vma)
+{
+#if defined(KNEM_HAVE_VMA_IS_COW_MAPPING)
+	return vma_is_cow_mapping(vma);
+#elif defined(KNEM_HAVE_IS_COW_MAPPING)
+	return is_cow_mapping(vma->vm_flags);
+#else
+	return (vma->vm_flags & (VM_SHARED | VM_MAYWRITE)) == VM_MAYWRITE;
+#endif
+}
+
+/*
+ * KNEM_NO_KMAP_LOCAL: kmap_local_page() came in 5.11 (RT kernels of 5.10
+ * carry it).  Before, kmap() is the mapping that may be held across a page
+ * fault; unmapping it takes the page, not the address, so both helpers
+ * take both.
+ */
+static inline void *knem_kmap_local(struct page *page)
+{
+#ifdef KNEM_NO_KMAP_LOCAL
+	return kmap(page);
+#else
+	return kmap_local_page(page);
+#endif
+}
+
+static inline void knem_kunmap_local(struct page *page, void *addr)
+{
+#ifdef KNEM_NO_KMAP_LOCAL
+	kunmap(page);
+#else
+	kunmap_local(addr);
+#endif
+}
+
+/* KNEM_NO_KREALLOC_ARRAY: krealloc_array() came in 5.12. */
+static inline void *knem_krealloc_array(void *p, size_t n, size_t size,
+					gfp_t flags)
+{
+#ifdef KNEM_NO_KREALLOC_ARRAY
+	size_t bytes;
+
+	if (unlikely(check_mul_overflow(n, size, &bytes)))
+		return NULL;
+	return krealloc(p, bytes, flags);
+#else
+	return krealloc_array(p, n, size, flags);
+#endif
+}
+
+/*
+ * The shared workqueue for work that may run on any CPU.  Kernels that
+ * have system_dfl_wq (KNEM_HAVE_SYSTEM_DFL_WQ) warn about work queued on
+ * the old names; before, system_unbound_wq is the same queue.
+ */
+static inline struct workqueue_struct *knem_system_dfl_wq(void)
+{
+#ifdef KNEM_HAVE_SYSTEM_DFL_WQ
+	return system_dfl_wq;
+#else
+	return system_unbound_wq;
 #endif
 }
 

@@ -2,7 +2,7 @@
 /*
  * knem_copy.c - moving bytes in and out of pinned pages.
  *
- * kmap_local_page() mappings may be held across a page fault, so the copy
+ * kmap_local_page() (or kmap()) mappings may be held across a page fault, so the copy
  * to or from the caller's memory can fault its own pages in while the
  * region's page stays mapped; the region's pages are pinned and cannot go
  * away underneath.
@@ -14,6 +14,7 @@
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
+#include "knem_compat.h"
 #include "knem_core.h"
 #include "knem_shim.h"
 
@@ -35,12 +36,12 @@ int knem_shim_copy_page_user(void *page, u32 off, u64 uaddr, u32 len,
 	if (!knem_range_in_page(off, len))
 		return -EFAULT;
 
-	kaddr = kmap_local_page(page);
+	kaddr = knem_kmap_local(page);
 	if (to_user)
 		left = copy_to_user(ubuf, kaddr + off, len);
 	else
 		left = copy_from_user(kaddr + off, ubuf, len);
-	kunmap_local(kaddr);
+	knem_kunmap_local(page, kaddr);
 
 	return left ? -EFAULT : 0;
 }
@@ -60,14 +61,14 @@ void knem_shim_copy_page_page(void *dst_page, u32 dst_off, void *src_page,
 	    !knem_range_in_page(src_off, len))
 		return;
 
-	dst = kmap_local_page(dst_page);
-	src = kmap_local_page(src_page);
+	dst = knem_kmap_local(dst_page);
+	src = knem_kmap_local(src_page);
 	/* A region copied onto itself may overlap within one page. */
 	if (dst_page == src_page)
 		memmove(dst + dst_off, src + src_off, len);
 	else
 		memcpy(dst + dst_off, src + src_off, len);
 	/* kmap_local mappings nest: release in reverse order. */
-	kunmap_local(src);
-	kunmap_local(dst);
+	knem_kunmap_local(src_page, src);
+	knem_kunmap_local(dst_page, dst);
 }

@@ -27,6 +27,7 @@
 #include <linux/workqueue.h>
 
 #include "knem_io.h"
+#include "knem_compat.h"
 #include "knem_core.h"
 #include "knem_shim.h"
 
@@ -94,7 +95,7 @@ static void knem_dma_put(void)
 {
 	mutex_lock(&knem_dma_lock);
 	if (!--knem_dma_users)
-		mod_delayed_work(system_wq, &knem_dma_idle,
+		mod_delayed_work(knem_system_dfl_wq(), &knem_dma_idle,
 				 msecs_to_jiffies(KNEM_DMA_IDLE_MS));
 	mutex_unlock(&knem_dma_lock);
 }
@@ -306,7 +307,8 @@ static void knem_dma_make_room(struct knem_dma_batch *b)
 	if (b->nr < b->cap)
 		return;
 	if (b->cap < KNEM_DMA_MAX_PIECES) {
-		p = krealloc_array(b->pieces, b->cap * 2, sizeof(*p), GFP_KERNEL);
+		p = knem_krealloc_array(b->pieces, b->cap * 2, sizeof(*p),
+					GFP_KERNEL);
 		if (p) {
 			b->pieces = p;
 			b->cap *= 2;

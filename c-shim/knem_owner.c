@@ -12,13 +12,17 @@
  * access rule.
  *
  * The kernel exports neither ptrace_may_access() nor the LSM hook behind
- * it, so the ptrace rule is checked in two steps.  First the core of
- * __ptrace_may_access() and the commoncap module, here: same credentials
- * and no capability the caller lacks, or CAP_SYS_PTRACE over the owner;
- * and a non-dumpable owner only with CAP_SYS_PTRACE.  Then Yama's scope and
- * the other LSMs' ptrace hooks, through the one exported path that runs
- * them: opening the owner's /proc/PID/mem as the caller (see
- * knem_lsm_may_attach()).
+ * it, so the ptrace rule is checked in two steps.  First the credential
+ * rule of __ptrace_may_access() and the commoncap module, here, with the
+ * caller's real ids as CMA does: same credentials and no capability the
+ * caller lacks, or CAP_SYS_PTRACE over the owner.  Then the whole of
+ * ptrace_may_access() - dumpability, Yama's scope and the other LSMs'
+ * hooks - through the one exported path that runs it: opening the owner's
+ * /proc/PID/mem as the caller (see knem_ptrace_may_attach()).  Dumpability is
+ * left to that open because where it lives is the kernel's business (the
+ * mm before 7.2, the task's exec state since, behind unexported
+ * accessors); the open is mandatory, so a kernel or namespace where it
+ * cannot run refuses access.
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
@@ -29,7 +33,6 @@
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
 #include <linux/sched.h>
-#include <linux/sched/coredump.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
@@ -162,9 +165,10 @@ static bool knem_creds_may_attach(const struct cred *cred,
 }
 
 /*
- * Whether Yama and the other LSMs let current ptrace-attach task, whose
- * region pins mm.  Opening /proc/PID/mem runs ptrace_may_access() with
- * PTRACE_MODE_ATTACH_FSCREDS, every LSM hook included, as the opener.
+ * Whether ptrace_may_access() lets current attach to task, whose region
+ * pins mm: a non-dumpable task only with CAP_SYS_PTRACE over its mm's user
+ * namespace, then Yama and the other LSMs.  Opening /proc/PID/mem runs it
+ * with PTRACE_MODE_ATTACH_FSCREDS, every LSM hook included, as the opener.
  *
  * The open goes through the caller's /proc by the owner's number in the
  * caller's pid namespace, paths the caller controls; so the file must prove
@@ -174,7 +178,7 @@ static bool knem_creds_may_attach(const struct cred *cred,
  * recycled pid, a /proc of another namespace, no /proc at all, or an owner
  * that has exec()ed since it pinned all fail closed.
  */
-static bool knem_lsm_may_attach(struct task_struct *task,
+static bool knem_ptrace_may_attach(struct task_struct *task,
 				struct mm_struct *mm)
 {
 	char path[sizeof("/proc/2147483647/mem")];
@@ -204,7 +208,6 @@ static bool knem_may_attach(struct task_struct *task,
 			    struct mm_struct *owner_mm)
 {
 	const struct cred *tcred;
-	struct mm_struct *mm;
 	bool ok;
 
 	if (same_thread_group(task, current))
@@ -212,16 +215,7 @@ static bool knem_may_attach(struct task_struct *task,
 	tcred = get_task_cred(task);
 	ok = knem_creds_may_attach(current_cred(), tcred);
 	put_cred(tcred);
-	if (!ok)
-		return false;
-	mm = get_task_mm(task);
-	if (mm) {
-		if (get_dumpable(mm) != SUID_DUMP_USER &&
-		    !ns_capable(mm->user_ns, CAP_SYS_PTRACE))
-			ok = false;
-		mmput(mm);
-	}
-	return ok && knem_lsm_may_attach(task, owner_mm);
+	return ok && knem_ptrace_may_attach(task, owner_mm);
 }
 
 int knem_shim_may_access(void *owner)

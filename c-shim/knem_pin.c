@@ -40,10 +40,10 @@ static long knem_ro_pin_flags(u64 start, u64 nr, unsigned int *gup_flags)
 
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
-	vma = vma_lookup(mm, start);
+	vma = knem_vma_lookup(mm, start);
 	if (vma) {
 		/* Forcing must not make unreadable memory pinnable. */
-		if (is_cow_mapping(vma->vm_flags) && (vma->vm_flags & VM_READ))
+		if (knem_vma_is_cow(vma) && (vma->vm_flags & VM_READ))
 			*gup_flags |= FOLL_WRITE | FOLL_FORCE;
 		nr = min_t(u64, nr, (vma->vm_end - start) >> PAGE_SHIFT);
 	}
