@@ -21,6 +21,8 @@ mod generated {
 
 pub use generated::*;
 
+include!(concat!(env!("OUT_DIR"), "/stats.rs"));
+
 /// Status values (`enum knem_status_e`) as the one-byte slot type.
 pub mod status {
     use super::knem_status_e;
@@ -108,6 +110,37 @@ pub mod cmd {
     /// `KNEM_CMD_INLINE_COPY_BOUNDED`
     pub const INLINE_COPY_BOUNDED: u32 =
         ioc(DIR_READ, M, 0x35, size_of::<knem_cmd_inline_copy_bounded>());
+
+    /// Every command with its name, in the order of their numbers.
+    pub const ALL: [(&str, u32); 11] = [
+        ("GET_INFO", GET_INFO),
+        ("BIND_OFFLOAD", BIND_OFFLOAD),
+        ("INIT_SEND", INIT_SEND),
+        ("CREATE_REGION", CREATE_REGION),
+        ("DESTROY_REGION", DESTROY_REGION),
+        ("INIT_ASYNC_RECV", INIT_ASYNC_RECV),
+        ("SYNC_RECV", SYNC_RECV),
+        ("COPY", COPY),
+        ("INLINE_COPY", INLINE_COPY),
+        ("COPY_BOUNDED", COPY_BOUNDED),
+        ("INLINE_COPY_BOUNDED", INLINE_COPY_BOUNDED),
+    ];
+
+    /// Every command number, in the order of [`ALL`].
+    pub const NUMBERS: [u32; ALL.len()] = {
+        let mut out = [0; ALL.len()];
+        let mut i = 0;
+        while i < ALL.len() {
+            out[i] = ALL[i].1;
+            i += 1;
+        }
+        out
+    };
+
+    /// The name of a command number, or None for an undefined one.
+    pub fn name(cmd: u32) -> Option<&'static str> {
+        ALL.iter().find(|c| c.1 == cmd).map(|c| c.0)
+    }
 
     // The published x86-64 numbers (SPEC §3).
     const _: () = assert!(GET_INFO == 0x4010_4b10);

@@ -18,13 +18,8 @@ pub const MAX_ALLOC: usize = 1 << 30;
 #[cfg(all(not(test), target_os = "none"))]
 mod global {
     use super::MAX_ALLOC;
+    use crate::edge::shim::sys::{knem_shim_alloc, knem_shim_free};
     use core::alloc::{GlobalAlloc, Layout};
-    use core::ffi::c_void;
-
-    extern "C" {
-        fn knem_shim_alloc(size: u64) -> *mut c_void;
-        fn knem_shim_free(ptr: *mut c_void);
-    }
 
     /// The shim's allocator (8-byte alignment at least).
     struct ShimAlloc;

@@ -7,12 +7,25 @@
 use crate::edge::errno::KResult;
 use core::ffi::c_void;
 
-/// log2 of the page size the core assumes (`KNEM_CORE_PAGE_SHIFT`).
-pub const PAGE_SHIFT: u32 = 12;
+/// `c-shim/knem_core.h` as bindgen reads it (`build.rs`): the
+/// `knem_shim_*` declarations, `struct knem_core_stats`, the constants.
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    dead_code,
+    missing_docs,
+    clippy::all
+)]
+pub mod sys {
+    include!(concat!(env!("OUT_DIR"), "/knem_core.rs"));
+}
+
+/// log2 of the page size the core assumes.
+pub const PAGE_SHIFT: u32 = sys::KNEM_CORE_PAGE_SHIFT;
 /// The page size the core assumes.
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
-/// Bytes reserved for the shim's `struct rcu_head` (`KNEM_CORE_RCU_HEAD_SIZE`).
-pub const RCU_HEAD_SIZE: usize = 16;
+/// Bytes reserved for the shim's `struct rcu_head`.
+pub const RCU_HEAD_SIZE: usize = sys::KNEM_CORE_RCU_HEAD_SIZE as usize;
 
 /// An opaque `struct page *` of a pinned page.  The core never dereferences it.
 #[repr(transparent)]
@@ -283,72 +296,9 @@ pub use kernel::KernelEnv;
 mod kernel {
     use super::*;
     use crate::edge::errno::Errno;
-    use core::ffi::{c_int, c_long};
+    use core::ffi::c_int;
 
-    extern "C" {
-        fn knem_shim_copy_from_user(dst: *mut c_void, src: u64, len: u64) -> c_int;
-        fn knem_shim_copy_to_user(dst: u64, src: *const c_void, len: u64) -> c_int;
-        fn knem_shim_pin_pages(
-            start: u64,
-            nr: u64,
-            write: c_int,
-            pages: *mut *mut c_void,
-        ) -> c_long;
-        fn knem_shim_unpin_pages(pages: *mut *mut c_void, nr: u64, dirty: c_int);
-        fn knem_shim_copy_page_user(
-            page: *mut c_void,
-            off: u32,
-            uaddr: u64,
-            len: u32,
-            to_user: c_int,
-        ) -> c_int;
-        fn knem_shim_copy_page_page(
-            dst: *mut c_void,
-            dst_off: u32,
-            src: *mut c_void,
-            src_off: u32,
-            len: u32,
-        );
-        fn knem_shim_random_u32() -> u32;
-        fn knem_shim_rcu_read_lock();
-        fn knem_shim_rcu_read_unlock();
-        fn knem_shim_call_rcu(head: *mut c_void);
-        fn knem_shim_table_lock();
-        fn knem_shim_table_unlock();
-        fn knem_shim_ctx_lock(shim: *mut c_void);
-        fn knem_shim_ctx_unlock(shim: *mut c_void);
-        fn knem_shim_ctx_kick(shim: *mut c_void);
-        fn knem_shim_ctx_notify(shim: *mut c_void);
-        fn knem_shim_dma_usable() -> c_int;
-        fn knem_shim_dma_min() -> u64;
-        fn knem_shim_dma_begin() -> *mut c_void;
-        fn knem_shim_dma_copy(
-            batch: *mut c_void,
-            dst: *mut c_void,
-            dst_off: u32,
-            src: *mut c_void,
-            src_off: u32,
-            len: u32,
-        ) -> c_int;
-        fn knem_shim_dma_end(batch: *mut c_void) -> c_int;
-        fn knem_shim_dma_finish_async(
-            batch: *mut c_void,
-            shim: *mut c_void,
-            slot: *mut u8,
-            token: *mut c_void,
-            failed: c_int,
-        );
-        fn knem_shim_ctx_bind(
-            shim: *mut c_void,
-            flags: u32,
-            mask: *const c_void,
-            len: u32,
-        ) -> c_int;
-        fn knem_shim_owner_new(pages: u64, owner: *mut *mut c_void) -> c_int;
-        fn knem_shim_owner_put(owner: *mut c_void);
-        fn knem_shim_access_policy() -> c_int;
-        fn knem_shim_may_access(owner: *mut c_void) -> c_int;
-    }
+    use super::sys::*;
 
     /// Converts a shim return value (0 or a negative errno).
     fn errno_of(ret: i64) -> KResult<()> {
@@ -551,7 +501,7 @@ mod kernel {
 
         fn access_policy(&self) -> AccessPolicy {
             // SAFETY: no preconditions.
-            match unsafe { knem_shim_access_policy() } {
+            match unsafe { knem_shim_access_policy() } as u32 {
                 KNEM_CORE_ACCESS_PTRACE => AccessPolicy::Ptrace,
                 _ => AccessPolicy::Uid,
             }
@@ -562,7 +512,4 @@ mod kernel {
             unsafe { knem_shim_may_access(owner.0) != 0 }
         }
     }
-
-    /// `knem_shim_access_policy()` for the ptrace rule (`knem_core.h`).
-    const KNEM_CORE_ACCESS_PTRACE: c_int = 1;
 }

@@ -63,19 +63,7 @@ use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 use std::vec::Vec;
 
 /// The commands, in the order of [`Summary::ok`].
-pub const CMDS: [u32; 11] = [
-    cmd::GET_INFO,
-    cmd::BIND_OFFLOAD,
-    cmd::INIT_SEND,
-    cmd::CREATE_REGION,
-    cmd::DESTROY_REGION,
-    cmd::INIT_ASYNC_RECV,
-    cmd::SYNC_RECV,
-    cmd::COPY,
-    cmd::INLINE_COPY,
-    cmd::COPY_BOUNDED,
-    cmd::INLINE_COPY_BOUNDED,
-];
+pub const CMDS: [u32; 11] = cmd::NUMBERS;
 
 /// What one input exercised (the corpus test checks the corpus reaches
 /// every path that matters).
