@@ -329,7 +329,7 @@ static int abi_ro_region_spans_two_vmas(void)
 	return 0;
 }
 
-/* Async requests need a status array and an index inside it (issue #3). */
+/* Async requests need a status array and an index inside it */
 static int abi_async_status_array_rules(void)
 {
 	static unsigned char buf[8192], local[8192];

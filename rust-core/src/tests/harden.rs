@@ -1,4 +1,4 @@
-//! Hardening (issue #4) on the mock: pinned-memory accounting, the ptrace
+//! Hardening on the mock: pinned-memory accounting, the ptrace
 //! access policy, and cookies that cannot be guessed.
 
 use super::helpers::*;

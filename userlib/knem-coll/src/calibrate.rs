@@ -1,5 +1,5 @@
 //! Measure the model's parameters with the transport in use: α, l and γ_c
-//! as seed 002 Table III does (rank 0 exposes a buffer, the others read it
+//! as Contention-Aware Kernel-Assisted MPI Collectives Table III does (rank 0 exposes a buffer, the others read it
 //! alone and concurrently), β on a copy big enough to leave the caches,
 //! and how steps of m concurrent big copies scale (memory bandwidth shared
 //! by the copies, CPUs shared by the ranks).

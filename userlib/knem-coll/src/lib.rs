@@ -1,6 +1,6 @@
 //! Teams of local processes and contention-aware collectives over the
-//! knem module, CMA or shared memory (seed 002 algorithms and cost model,
-//! seed 003 copy directions).
+//! knem module, CMA or shared memory (Contention-Aware Kernel-Assisted MPI Collectives algorithms and cost model,
+//! Kernel Assisted Collective Intra-node Communication copy directions).
 //!
 //! A program started by `knem-run -n N -- prog` calls [`Team::from_env`];
 //! one started by another launcher calls [`Team::attach`] with a name and

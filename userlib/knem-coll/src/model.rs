@@ -1,4 +1,4 @@
-//! The seed 002 cost model T = α + nβ + lγ_c⌈n/s⌉, its parameters, and the
+//! The Contention-Aware Kernel-Assisted MPI Collectives cost model T = α + nβ + lγ_c⌈n/s⌉, its parameters, and the
 //! planner that picks an algorithm (and k) per operation, size and team size.
 
 use crate::error::{Error, Result};
@@ -109,7 +109,7 @@ impl FromStr for Op {
     }
 }
 
-/// A collective algorithm (seed 002 / seed 003).
+/// A collective algorithm (Contention-Aware Kernel-Assisted MPI Collectives / Kernel Assisted Collective Intra-node Communication).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Algorithm {
     /// Everyone reads from the source at once (parallel reads).
@@ -322,7 +322,7 @@ impl Params {
         b: f64,
     ) -> Params {
         Params {
-            source: format!("seed 002 Table IV, {name}"),
+            source: format!("Contention-Aware Kernel-Assisted MPI Collectives Table IV, {name}"),
             alpha: alpha_us * US,
             beta: 1.0 / (gbps * 1e9),
             l: l_us * US,

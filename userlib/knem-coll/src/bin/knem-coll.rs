@@ -46,7 +46,7 @@ enum Cmd {
         /// NUMA nodes.
         #[arg(long, default_value_t = 1)]
         nodes: usize,
-        /// Parameters: knl, broadwell, power8 (seed 002 Table IV).
+        /// Parameters: knl, broadwell, power8 (Contention-Aware Kernel-Assisted MPI Collectives Table IV).
         #[arg(long)]
         preset: Option<String>,
         /// Transport whose calibration to use (default: the automatic one).
@@ -55,7 +55,7 @@ enum Cmd {
         /// Model file.
         #[arg(long)]
         model: Option<PathBuf>,
-        /// CPUs the ranks share (0: one per rank, as in seed 002); default:
+        /// CPUs the ranks share (0: one per rank, as in Contention-Aware Kernel-Assisted MPI Collectives); default:
         /// 0 with --preset, else this host's.
         #[arg(long)]
         cpus: Option<usize>,
