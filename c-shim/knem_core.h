@@ -116,6 +116,15 @@ int knem_core_ctx_notify_ready(struct knem_core_ctx *ctx);
 u32 knem_core_ctx_read_notify(struct knem_core_ctx *ctx, u32 *out, u32 max);
 
 /*
+ * mmap() of the status array: whether a mapping of len bytes at file page
+ * offset pgoff may become the context's array.  0, -EBUSY when the context
+ * already has one, -EINVAL for another offset or more than 2^32 slots (a
+ * slot index is a u32).  The shim asks before allocating anything.
+ */
+int knem_core_ctx_status_mmap_check(struct knem_core_ctx *ctx, u64 pgoff,
+				    u64 len);
+
+/*
  * Record the status array of a context: len one-byte slots at kaddr, zeroed,
  * mapped to userspace by the shim.  -EBUSY if the context already has one.
  * The memory must stay valid until knem_core_ctx_release() returns.

@@ -50,6 +50,26 @@ pub unsafe extern "C" fn knem_core_ctx_release(ctx: *mut Context) {
     DEVICE.ctx_release(unsafe { KBox::from_raw(ctx) });
 }
 
+/// mmap() of the status array: 0, -EBUSY or -EINVAL (`knem_core.h`).
+///
+/// # Safety
+/// `ctx` must be live.
+#[no_mangle]
+pub unsafe extern "C" fn knem_core_ctx_status_mmap_check(
+    ctx: *mut Context,
+    pgoff: u64,
+    len: u64,
+) -> c_int {
+    // SAFETY: the shim passes a live context.
+    let Some(ctx) = (unsafe { ctx.as_ref() }) else {
+        return crate::edge::errno::EINVAL.to_neg() as c_int;
+    };
+    match ctx.status_mmap_check(pgoff, len) {
+        Ok(()) => 0,
+        Err(e) => e.to_neg() as c_int,
+    }
+}
+
 /// Records the status array of a context; -EBUSY on a second one.
 ///
 /// # Safety

@@ -5,7 +5,7 @@
 //! waiting for read().
 
 use crate::edge::errno::{KResult, EBUSY, EINVAL};
-use crate::edge::shim::{CtxGuard, Env, ShimCtx};
+use crate::edge::shim::{CtxGuard, Env, ShimCtx, PAGE_SHIFT};
 use crate::exec::request::AsyncReq;
 use crate::state::queue::{Fifo, Node};
 use core::cell::UnsafeCell;
@@ -13,6 +13,12 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
 /// Status slot values.
 pub use knem_abi::status;
+
+/// Most slots a status array may have: an index is a u32.
+pub const MAX_STATUS_SLOTS: u64 = 1 << 32;
+
+/// The file page offset of the status array's mapping.
+const STATUS_ARRAY_PGOFF: u64 = knem_abi::KNEM_STATUS_ARRAY_FILE_OFFSET as u64 >> PAGE_SHIFT;
 
 /// A context.
 pub struct Context {
@@ -165,6 +171,19 @@ impl Context {
         Ok(())
     }
 
+    /// Whether an mmap() of `len` bytes at file page offset `pgoff` may
+    /// become this context's status array: EBUSY when it has one, EINVAL
+    /// at any offset but the ABI's or past [`MAX_STATUS_SLOTS`].
+    pub fn status_mmap_check(&self, pgoff: u64, len: u64) -> KResult<()> {
+        if self.status.state.load(Acquire) != ARRAY_NONE {
+            return Err(EBUSY);
+        }
+        if pgoff != STATUS_ARRAY_PGOFF || len > MAX_STATUS_SLOTS {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
     /// The status slot `index`, or EINVAL without an array or outside it.
     pub fn status_slot(&self, index: u32) -> KResult<&AtomicU8> {
         if self.status.state.load(Acquire) != ARRAY_SET
@@ -199,5 +218,22 @@ mod tests {
         assert_eq!(c.status_slot(8).err(), Some(EINVAL));
         c.status_slot(3).unwrap().store(status::SUCCESS, Relaxed);
         assert_eq!(a[3], status::SUCCESS);
+    }
+
+    #[test]
+    fn status_mmap_rules() {
+        let c = Context::new(1, 0, ShimCtx::NULL);
+        assert_eq!(c.status_mmap_check(0, 4096), Ok(()));
+        assert_eq!(c.status_mmap_check(0, MAX_STATUS_SLOTS), Ok(()));
+        assert_eq!(c.status_mmap_check(0, MAX_STATUS_SLOTS + 1), Err(EINVAL));
+        assert_eq!(c.status_mmap_check(1, 4096), Err(EINVAL));
+        // A page offset that wraps to 0 once shifted is still not 0.
+        assert_eq!(c.status_mmap_check(1 << 52, 4096), Err(EINVAL));
+        let mut a = [0u8; 8];
+        // SAFETY: the array outlives the context.
+        unsafe { c.set_status_array(a.as_mut_ptr(), 8) }.unwrap();
+        // A second array is refused before the offset is looked at.
+        assert_eq!(c.status_mmap_check(0, 4096), Err(EBUSY));
+        assert_eq!(c.status_mmap_check(1, 4096), Err(EBUSY));
     }
 }
