@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 fn main() {
     let header = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap())
-        .join("../../include/knem_io.h")
+        .join("../include/knem_io.h")
         .canonicalize()
         .expect("include/knem_io.h is missing");
     println!("cargo:rerun-if-changed={}", header.display());
@@ -34,7 +34,7 @@ fn main() {
         .expect("cannot write bindings");
 
     let core_h = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap())
-        .join("../../c-shim/knem_core.h")
+        .join("../c-shim/knem_core.h")
         .canonicalize()
         .expect("c-shim/knem_core.h is missing");
     println!("cargo:rerun-if-changed={}", core_h.display());
