@@ -7,15 +7,23 @@
 //! its rank.  Collectives take `Option<Algorithm>`: `None` lets the planner
 //! choose from the calibrated model ([`model::Params`]).
 
+//!
+//! The measuring tools (`bench`, `check`, `calibrate` and the binaries)
+//! need the `tools` feature (default); the C library builds without it.
+
 #![deny(missing_docs)]
 
+#[cfg(feature = "tools")]
 pub mod bench;
+#[cfg(feature = "tools")]
 pub mod calibrate;
+#[cfg(feature = "tools")]
 pub mod check;
 mod coll;
 mod error;
 pub mod launch;
 pub mod model;
+mod model_file;
 pub mod team;
 pub mod topo;
 

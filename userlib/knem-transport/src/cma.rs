@@ -161,7 +161,7 @@ impl Transport for Cma {
     }
 }
 
-/// Seed 002 Table III probe: `process_vm_readv` with no local buffer and a
+/// Contention-Aware Kernel-Assisted MPI Collectives Table III probe: `process_vm_readv` with no local buffer and a
 /// remote range of `len` bytes, which runs the access check and (for
 /// `len > 0`) locks and pins the remote pages without copying anything.
 /// Recent kernels return before the access check when no local buffer is
