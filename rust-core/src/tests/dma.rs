@@ -2,7 +2,7 @@
 //! ([`crate::testing::mock_dma::MockDma`]): GET_INFO, which requests go to the engine,
 //! the CPU fallback for small pieces, failures, and pins given back.
 
-use super::helpers::{finish, iov, pattern, Dev, OK, PENDING};
+use super::helpers::{self, finish, iov, pattern, Dev, OK, PENDING};
 use crate::edge::errno::*;
 use crate::state::context::{status, Context};
 use crate::state::device::Device;
@@ -21,18 +21,12 @@ fn engine_dev(engine: bool) -> Box<Dev> {
     d
 }
 
+fn pairs(segs: &[knem_cmd_param_iovec]) -> Vec<(u64, u64)> {
+    segs.iter().map(|s| (s.base, s.len)).collect()
+}
+
 fn create(d: &Dev, c: &Context, segs: &[knem_cmd_param_iovec], prot: u32) -> u64 {
-    let arr = d.env.put_slice(segs);
-    let arg = d.env.put(&knem_cmd_create_region {
-        iovec_array: arr,
-        iovec_nr: segs.len() as u32,
-        flags: 0,
-        protection: prot,
-        pad: 0,
-        cookie: 0,
-    });
-    assert_eq!(d.ioctl(c, cmd::CREATE_REGION, arg), 0);
-    d.env.get::<knem_cmd_create_region>(arg).cookie
+    helpers::create(d, c, &pairs(segs), prot, 0).expect("CREATE_REGION")
 }
 
 fn inline(
@@ -44,39 +38,14 @@ fn inline(
     flags: u32,
     index: u32,
 ) -> Result<u32, i64> {
-    let arr = d.env.put_slice(local);
-    let arg = d.env.put(&knem_cmd_inline_copy {
-        local_iovec_array: arr,
-        local_iovec_nr: local.len() as u32,
-        write: write as u32,
-        remote_cookie: cookie,
-        remote_offset: 0,
-        flags,
-        current_status: 0x55,
-        async_status_index: index,
-        pad: 0,
-    });
-    match d.ioctl(c, cmd::INLINE_COPY, arg) {
-        0 => Ok(d.env.get::<knem_cmd_inline_copy>(arg).current_status),
-        e => Err(e),
-    }
+    let mut r = helpers::Inline::new(&pairs(local), write, cookie);
+    r.flags = flags;
+    r.index = index;
+    helpers::inline(d, c, &r)
 }
 
 fn copy(d: &Dev, c: &Context, src: u64, dst: u64, off: u64, flags: u32) -> Result<u32, i64> {
-    let arg = d.env.put(&knem_cmd_copy {
-        src_cookie: src,
-        src_offset: off,
-        dst_cookie: dst,
-        dst_offset: off,
-        flags,
-        current_status: 0x55,
-        async_status_index: 0,
-        pad: 0,
-    });
-    match d.ioctl(c, cmd::COPY, arg) {
-        0 => Ok(d.env.get::<knem_cmd_copy>(arg).current_status),
-        e => Err(e),
-    }
+    helpers::copy_indexed(d, c, (src, off), (dst, off), None, flags, 0)
 }
 
 fn info(d: &Dev, c: &Context) -> knem_cmd_info {

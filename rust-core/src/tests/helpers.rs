@@ -141,7 +141,8 @@ pub(super) fn inline_as(d: &Dev, ctx: &Context, uid: u32, r: &Inline) -> Result<
     }
 }
 
-/// COPY(_BOUNDED); Ok(current_status) or Err(negative errno).
+/// COPY(_BOUNDED) naming status slot 7; Ok(current_status) or Err(negative
+/// errno).
 pub(super) fn copy(
     d: &Dev,
     ctx: &Context,
@@ -163,6 +164,34 @@ pub(super) fn copy_as(
     bound: Option<u64>,
     flags: u32,
 ) -> Result<u32, i64> {
+    copy_full(d, ctx, uid, src, dst, bound, flags, 7)
+}
+
+/// COPY(_BOUNDED) naming status slot `index`; Ok(current_status) or
+/// Err(negative errno).
+pub(super) fn copy_indexed(
+    d: &Dev,
+    ctx: &Context,
+    src: (u64, u64),
+    dst: (u64, u64),
+    bound: Option<u64>,
+    flags: u32,
+    index: u32,
+) -> Result<u32, i64> {
+    copy_full(d, ctx, ctx.uid, src, dst, bound, flags, index)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn copy_full(
+    d: &Dev,
+    ctx: &Context,
+    uid: u32,
+    src: (u64, u64),
+    dst: (u64, u64),
+    bound: Option<u64>,
+    flags: u32,
+    index: u32,
+) -> Result<u32, i64> {
     let (cmdno, arg, off) = match bound {
         None => (
             cmd::COPY,
@@ -173,7 +202,7 @@ pub(super) fn copy_as(
                 dst_offset: dst.1,
                 flags,
                 current_status: 0x55,
-                async_status_index: 7,
+                async_status_index: index,
                 pad: 9,
             }),
             std::mem::offset_of!(knem_cmd_copy, current_status),
@@ -188,7 +217,7 @@ pub(super) fn copy_as(
                 length,
                 flags,
                 current_status: 0x55,
-                async_status_index: 7,
+                async_status_index: index,
                 pad: 9,
             }),
             std::mem::offset_of!(knem_cmd_copy_bounded, current_status),

@@ -2,7 +2,7 @@
 //! PINLOCAL on the mock kernel.  The offload thread is played by explicit
 //! `run_async` calls, so every interleaving is chosen by the test.
 
-use super::helpers::{dev, drain, finish, iov, neg, pattern, read_all, Dev, PENDING};
+use super::helpers::{self, dev, drain, finish, iov, neg, pattern, read_all, Dev, PENDING};
 use crate::edge::errno::*;
 use crate::state::context::{status, Context};
 use knem_abi::*;
@@ -14,18 +14,9 @@ use std::vec::Vec;
 const T: u32 = KNEM_FLAG_MEMCPYTHREAD;
 const N: u32 = KNEM_FLAG_NOTIFY_FD;
 
+/// CREATE_REGION of one segment.
 fn create(d: &Dev, c: &Context, base: u64, len: u64, prot: u32, flags: u32) -> u64 {
-    let arr = d.env.put_slice(&[iov(base, len)]);
-    let arg = d.env.put(&knem_cmd_create_region {
-        iovec_array: arr,
-        iovec_nr: 1,
-        flags,
-        protection: prot,
-        pad: 0,
-        cookie: 0,
-    });
-    assert_eq!(d.ioctl(c, cmd::CREATE_REGION, arg), 0);
-    d.env.get::<knem_cmd_create_region>(arg).cookie
+    helpers::create(d, c, &[(base, len)], prot, flags).expect("CREATE_REGION")
 }
 
 /// INLINE_COPY of `len` bytes at `local`; Ok(current_status) or Err(errno).
@@ -40,39 +31,14 @@ fn inline(
     flags: u32,
     index: u32,
 ) -> Result<u32, i64> {
-    let arr = d.env.put_slice(&[iov(local, len)]);
-    let arg = d.env.put(&knem_cmd_inline_copy {
-        local_iovec_array: arr,
-        local_iovec_nr: 1,
-        write: write as u32,
-        remote_cookie: cookie,
-        remote_offset: 0,
-        flags,
-        current_status: 0x55,
-        async_status_index: index,
-        pad: 0,
-    });
-    match d.ioctl(c, cmd::INLINE_COPY, arg) {
-        0 => Ok(d.env.get::<knem_cmd_inline_copy>(arg).current_status),
-        e => Err(e),
-    }
+    let mut r = helpers::Inline::new(&[(local, len)], write, cookie);
+    r.flags = flags;
+    r.index = index;
+    helpers::inline(d, c, &r)
 }
 
 fn copy(d: &Dev, c: &Context, src: u64, dst: u64, flags: u32, index: u32) -> Result<u32, i64> {
-    let arg = d.env.put(&knem_cmd_copy {
-        src_cookie: src,
-        src_offset: 0,
-        dst_cookie: dst,
-        dst_offset: 0,
-        flags,
-        current_status: 0x55,
-        async_status_index: index,
-        pad: 0,
-    });
-    match d.ioctl(c, cmd::COPY, arg) {
-        0 => Ok(d.env.get::<knem_cmd_copy>(arg).current_status),
-        e => Err(e),
-    }
+    helpers::copy_indexed(d, c, (src, 0), (dst, 0), None, flags, index)
 }
 
 #[test]
