@@ -18,12 +18,8 @@ const BIG: usize = 8 << 20;
 /// Most concurrent big copies measured (the fit extrapolates beyond).
 const MAX_MOVERS: usize = 16;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    crate::units::median(&v).unwrap_or(0.0)
 }
 
 /// Median time of `f` run back to back for at least `window` seconds (and

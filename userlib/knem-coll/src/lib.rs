@@ -26,6 +26,8 @@ pub mod model;
 mod model_file;
 pub mod team;
 pub mod topo;
+#[cfg(feature = "tools")]
+pub mod units;
 
 pub use error::{Error, Result};
 pub use model::{Algorithm, Op, Params};
