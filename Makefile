@@ -236,7 +236,7 @@ UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
+.PHONY: buildinfo check-buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
 	install-dkms install-dkms-hooks install-dev install-lib install-tools
 
 tools-bin:
@@ -270,8 +270,7 @@ buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin capi-bin)
 		  echo "build-script-sha256: $$(sha256sum < rust-core/build-kobj.sh | cut -d' ' -f1)"; \
 		  echo "cargo: $$($(CARGO) -V)"; \
 		  rustc -vV | sed 's/^/rustc-vV: /'; \
-		  echo "rustflags: $$(sed -n 's/^rustflags="\($$rustflags \)\{0,1\}\(.*\)"$$/\2/p' rust-core/build-kobj.sh | tr '\n' ' ' | sed 's/ $$//')"; \
-		  echo "cargo-flags: $$(sed -n 's/^[[:space:]]*\(-Z[^ ]*\).*/\1/p' rust-core/build-kobj.sh | tr '\n' ' ' | sed 's/ $$//')"; \
+		  rust-core/build-kobj.sh --print-flags; \
 		  echo "ld: $$(ld --version | head -n 1)"; \
 		  echo "objcopy: $$(objcopy --version | head -n 1)"; \
 		  for t in $(PKG_TOOLS); do \
@@ -285,14 +284,15 @@ buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin capi-bin)
 		} > $(BUILDINFO).tmp && mv $(BUILDINFO).tmp $(BUILDINFO); \
 	fi
 	@test -f $(BUILDINFO) || { echo "$(BUILDINFO) is missing: run make buildinfo without KNEM_RS_NO_CORE_BUILD"; exit 1; }
-	@grep -q "^object-sha256: $$(sha256sum < c-shim/knem_core.prebuilt | cut -d' ' -f1)$$" $(BUILDINFO) || \
-		{ echo "$(BUILDINFO) does not describe c-shim/knem_core.prebuilt"; exit 1; }
-	@for t in $(PKG_TOOLS); do \
-		grep -q "^tool: prebuilt/$$t sha256 $$(sha256sum < $(PREBUILT)/$$t | cut -d' ' -f1)$$" $(BUILDINFO) || \
-		{ echo "$(BUILDINFO) does not describe $(PREBUILT)/$$t"; exit 1; }; done
-	@for f in $(CAPI_FILES); do \
-		grep -q "^library: prebuilt/$$f sha256 $$(sha256sum < $(PREBUILT)/$$f | cut -d' ' -f1)$$" $(BUILDINFO) || \
-		{ echo "$(BUILDINFO) does not describe $(PREBUILT)/$$f"; exit 1; }; done
+	@$(MAKE) --no-print-directory check-buildinfo BUILDINFO_FILE=$(BUILDINFO) PREBUILT_DIR=$(PREBUILT)
+
+# BUILDINFO against the bytes it describes: here after `buildinfo`, and in
+# the unpacked tarball (debian/rules, the rpm spec) with the defaults.
+BUILDINFO_FILE ?= BUILDINFO
+PREBUILT_DIR ?= prebuilt
+check-buildinfo:
+	packaging/check-buildinfo.sh $(BUILDINFO_FILE) c-shim/knem_core.prebuilt $(PREBUILT_DIR) \
+		$(PKG_TOOLS) $(CAPI_FILES)
 
 # Tracked and untracked (not ignored) files, the prebuilt object, BUILDINFO.
 dist: buildinfo package-check

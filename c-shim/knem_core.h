@@ -36,25 +36,36 @@ typedef uint64_t u64;
 
 struct knem_core_ctx;
 
-/* Counters; every field is a snapshot of an atomic counter in the core. */
+/*
+ * Counters: X(field, what it counts) for each field of struct
+ * knem_core_stats, in order.  The one list: the shim's sysfs files, the
+ * core's counters (through bindgen) and knem-abi's STATS, which knem-stat,
+ * the suite and the fuzzer use, all come from it.  Every field is a
+ * snapshot of an atomic counter in the core.
+ */
+#define KNEM_CORE_STATS(X)                                                \
+	X(contexts, "live O_RDWR opens")                                  \
+	X(regions, "live regions")                                        \
+	X(pinned_pages, "pages pinned by live regions")                   \
+	X(regions_created, "regions created since load")                  \
+	X(bytes_inline_read, "bytes region -> caller, synchronous")       \
+	X(bytes_inline_write, "bytes caller -> region, synchronous")      \
+	X(bytes_region_copy, "bytes region -> region")                    \
+	X(bytes_async, "bytes copied on offload threads")                 \
+	X(copies_failed, "copies that ended FAILED")                      \
+	X(err_einval, "ioctls failed with EINVAL")                        \
+	X(err_eperm, "ioctls failed with EPERM")                          \
+	X(err_eacces, "ioctls failed with EACCES")                        \
+	X(err_efault, "ioctls failed with EFAULT")                        \
+	X(err_enomem, "ioctls failed with ENOMEM")                        \
+	X(err_ebusy, "ioctls failed with EBUSY")                          \
+	X(err_enotty, "ioctls failed with ENOTTY")                        \
+	X(err_other, "ioctls failed with another errno")
+
 struct knem_core_stats {
-	u64 contexts;           /* live O_RDWR opens */
-	u64 regions;            /* live regions */
-	u64 pinned_pages;       /* pages pinned by live regions */
-	u64 regions_created;    /* since load */
-	u64 bytes_inline_read;  /* region -> caller, synchronous */
-	u64 bytes_inline_write; /* caller -> region, synchronous */
-	u64 bytes_region_copy;  /* region -> region */
-	u64 bytes_async;        /* copied on the offload thread */
-	u64 copies_failed;      /* copies that ended with status FAILED */
-	u64 err_einval;         /* ioctls that failed with each errno */
-	u64 err_eperm;
-	u64 err_eacces;
-	u64 err_efault;
-	u64 err_enomem;
-	u64 err_ebusy;
-	u64 err_enotty;
-	u64 err_other;
+#define KNEM_CORE_STATS_FIELD(field, what) u64 field;
+	KNEM_CORE_STATS(KNEM_CORE_STATS_FIELD)
+#undef KNEM_CORE_STATS_FIELD
 };
 
 /* ------------------------------------------------------------------ */
@@ -103,6 +114,15 @@ int knem_core_ctx_notify_ready(struct knem_core_ctx *ctx);
  * out; returns how many (0 when none is queued).
  */
 u32 knem_core_ctx_read_notify(struct knem_core_ctx *ctx, u32 *out, u32 max);
+
+/*
+ * mmap() of the status array: whether a mapping of len bytes at file page
+ * offset pgoff may become the context's array.  0, -EBUSY when the context
+ * already has one, -EINVAL for another offset or more than 2^32 slots (a
+ * slot index is a u32).  The shim asks before allocating anything.
+ */
+int knem_core_ctx_status_mmap_check(struct knem_core_ctx *ctx, u64 pgoff,
+				    u64 len);
 
 /*
  * Record the status array of a context: len one-byte slots at kaddr, zeroed,

@@ -152,10 +152,10 @@ static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EBADF;
 
 	mutex_lock(&kf->status_lock);
-	if (kf->status) {
-		err = -EBUSY;
+	err = knem_core_ctx_status_mmap_check(kf->ctx, vma->vm_pgoff,
+					      vma->vm_end - vma->vm_start);
+	if (err)
 		goto unlock;
-	}
 	/*
 	 * The offload thread exists before the core sees the array, so any
 	 * asynchronous request accepted from then on can wake it.

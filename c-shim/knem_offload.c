@@ -225,10 +225,8 @@ int knem_shim_ctx_bind(void *shim, u32 flags, const void *mask, u32 len)
 	case KNEM_BIND_FLAG_CURRENT_REVERSED:
 		knem_current_cpus(m, true);
 		break;
-	default:
-		err = -EINVAL;
-		goto free_mask;
 	}
+	/* The core passes one known flag; the mask may still name no CPU. */
 	if (cpumask_empty(m)) {
 		err = -EINVAL;
 		goto free_mask;

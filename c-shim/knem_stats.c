@@ -18,13 +18,6 @@
 #include "knem_shim.h"
 
 /* Every field of struct knem_core_stats, in order. */
-#define KNEM_STATS_FIELDS(X)                                             \
-	X(contexts) X(regions) X(pinned_pages) X(regions_created)        \
-	X(bytes_inline_read) X(bytes_inline_write) X(bytes_region_copy)  \
-	X(bytes_async) X(copies_failed) X(err_einval) X(err_eperm)       \
-	X(err_eacces) X(err_efault) X(err_enomem) X(err_ebusy)           \
-	X(err_enotty) X(err_other)
-
 struct knem_stat_attribute {
 	struct device_attribute dev_attr;
 	size_t offset;          /* of the field in struct knem_core_stats */
@@ -47,21 +40,21 @@ static ssize_t knem_stat_show(struct device *dev,
 	return sysfs_emit(buf, "%llu\n", knem_stat_value(&stats, sattr));
 }
 
-#define KNEM_STAT_ATTR(field)                                            \
+#define KNEM_STAT_ATTR(field, what)                                          \
 	static struct knem_stat_attribute knem_stat_##field = {          \
 		.dev_attr = __ATTR(field, 0444, knem_stat_show, NULL),   \
 		.offset = offsetof(struct knem_core_stats, field),       \
 	};
-KNEM_STATS_FIELDS(KNEM_STAT_ATTR)
+KNEM_CORE_STATS(KNEM_STAT_ATTR)
 
-#define KNEM_STAT_ENTRY(field) &knem_stat_##field,
+#define KNEM_STAT_ENTRY(field, what) &knem_stat_##field,
 static const struct knem_stat_attribute *const knem_stat_list[] = {
-	KNEM_STATS_FIELDS(KNEM_STAT_ENTRY)
+	KNEM_CORE_STATS(KNEM_STAT_ENTRY)
 };
 
-#define KNEM_STAT_SYSFS(field) &knem_stat_##field.dev_attr.attr,
+#define KNEM_STAT_SYSFS(field, what) &knem_stat_##field.dev_attr.attr,
 static struct attribute *knem_stats_attrs[] = {
-	KNEM_STATS_FIELDS(KNEM_STAT_SYSFS)
+	KNEM_CORE_STATS(KNEM_STAT_SYSFS)
 	NULL
 };
 

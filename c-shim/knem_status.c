@@ -22,9 +22,6 @@
 #include "knem_core.h"
 #include "knem_shim.h"
 
-/* SPEC: at most 2^32 slots, so a slot index always fits a u32. */
-#define KNEM_STATUS_ARRAY_MAX_LEN (1ULL << 32)
-
 struct knem_status_array {
 	refcount_t refs;        /* the context, plus one per mapping VMA */
 	void *slots;
@@ -77,7 +74,8 @@ static int knem_status_insert_pages(struct vm_area_struct *vma, void *slots,
 }
 
 /*
- * Map a new status array into vma and hand it to the core.  *slot is the
+ * Map a new status array into vma and hand it to the core, which accepted
+ * its offset and length (knem_core_ctx_status_mmap_check).  *slot is the
  * context's reference; the caller serialises calls for one context.
  */
 int knem_status_mmap(struct knem_core_ctx *ctx,
@@ -88,12 +86,6 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 	struct knem_status_array *array;
 	int err;
 
-	if (vma->vm_pgoff != KNEM_STATUS_ARRAY_FILE_OFFSET >> PAGE_SHIFT)
-		return -EINVAL;
-	if (len > KNEM_STATUS_ARRAY_MAX_LEN)
-		return -EINVAL;
-	if (*slot)
-		return -EBUSY;
 	/*
 	 * More than RAM can never succeed; refusing early spares the log the
 	 * allocation-failure splat (and stack dump) vmalloc would print.

@@ -1,5 +1,7 @@
 #!/bin/sh
 # build-kobj.sh OUT.o - build the Rust core as a relocatable kernel object.
+# build-kobj.sh --print-flags - the compiler and cargo flags it uses, as
+# BUILDINFO records them (paths as $root, $sysroot, $cargo_home).
 #
 # The object sees no kernel header, so it is independent of the kernel
 # version.  It is compiled with the kernel's x86-64 codegen (code-model
@@ -13,7 +15,7 @@
 # V=1 for cargo's output, LD / OBJCOPY to override the binutils.
 set -eu
 
-out=${1:?usage: build-kobj.sh OUT.o}
+out=${1:?usage: build-kobj.sh OUT.o | --print-flags}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 target=x86_64-unknown-none
@@ -40,10 +42,22 @@ rustflags="$rustflags --remap-path-prefix=$root=/knem-rs"
 rustflags="$rustflags --remap-path-prefix=$sysroot=/rustc"
 rustflags="$rustflags --remap-path-prefix=$cargo_home=/cargo"
 
+# core and alloc rebuilt with the flags above.
+cargo_flags="-Zbuild-std=core,alloc -Zbuild-std-features=compiler-builtins-mem"
+
+if [ "$out" = --print-flags ]; then
+	# shellcheck disable=SC2016
+	printf 'rustflags: %s\ncargo-flags: %s\n' "$(printf '%s' "$rustflags" |
+		sed -e "s|$root=|\$root=|" -e "s|$sysroot=|\$sysroot=|" -e "s|$cargo_home=|\$cargo_home=|")" \
+		"$cargo_flags"
+	exit 0
+fi
+
 quiet=--quiet
 [ "${V:-0}" = 1 ] && quiet=
 
 # The workspace manifest sets panic=abort and codegen-units=1 for release.
+# shellcheck disable=SC2086
 env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS \
 	RUSTC_BOOTSTRAP=1 \
 	CARGO_TARGET_DIR="$target_dir" \
@@ -52,8 +66,7 @@ env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS \
 	cargo rustc $quiet --release -p knem-core --lib \
 		--manifest-path "$root/Cargo.toml" \
 		--target "$target" \
-		-Zbuild-std=core,alloc \
-		-Zbuild-std-features=compiler-builtins-mem \
+		$cargo_flags \
 		--crate-type staticlib
 
 lib=$target_dir/$target/release/libknem_core.a

@@ -4,16 +4,16 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use knem_abi::{cmd, knem_cmd_create_region, knem_cmd_param_iovec};
-use knem_core::device::Device;
-use knem_core::layout::SegList;
-use knem_core::mock::MockEnv;
-use knem_core::plan::InlinePlan;
+use knem_core::plan::layout::SegList;
+use knem_core::plan::planner::InlinePlan;
+use knem_core::state::device::Device;
+use knem_core::testing::mock::MockEnv;
 use std::hint::black_box;
 
 const PROT_READ: u32 = 1;
 
 /// Creates `n` one-page regions over one buffer; returns their cookies.
-fn regions(d: &Device<MockEnv>, ctx: &knem_core::context::Context, n: usize) -> Vec<u64> {
+fn regions(d: &Device<MockEnv>, ctx: &knem_core::state::context::Context, n: usize) -> Vec<u64> {
     let buf = d.env.map(4096, true);
     let iov = d.env.put_slice(&[knem_cmd_param_iovec {
         base: buf,

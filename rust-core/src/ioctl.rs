@@ -4,19 +4,19 @@
 //! write the outputs back.  Errors become a negative errno (and bump the
 //! per-errno counter) in [`Device::ioctl`] only.
 
-use crate::context::{status, Context};
-use crate::copy::{self, Outcome};
-use crate::device::Device;
-use crate::dma;
-use crate::env::{AccessPolicy, Env};
-use crate::errno::{KResult, EACCES, EBUSY, EFAULT, EINVAL, ENOTTY, EPERM};
-use crate::kalloc::KArray;
-use crate::layout::SegList;
-use crate::offload::Job;
-use crate::region::{Region, RegionAttrs, RegionRef, PROT_READ, PROT_WRITE};
-use crate::stats;
-use crate::table::Found;
-use crate::user;
+use crate::edge::errno::{KResult, EACCES, EBUSY, EFAULT, EINVAL, ENOTTY, EPERM};
+use crate::edge::kalloc::KArray;
+use crate::edge::shim::{AccessPolicy, Env};
+use crate::edge::uaccess;
+use crate::exec::copy::{self, Outcome};
+use crate::exec::dma;
+use crate::exec::request::{status_of, Job};
+use crate::plan::layout::SegList;
+use crate::state::context::{status, Context};
+use crate::state::device::Device;
+use crate::state::region::{Region, RegionAttrs, RegionRef, PROT_READ, PROT_WRITE};
+use crate::state::stats;
+use crate::state::table::Found;
 use core::mem::offset_of;
 use core::sync::atomic::{AtomicU8, Ordering::Release};
 use knem_abi::*;
@@ -31,7 +31,7 @@ const MAX_MASK_BYTES: u32 = 1024;
 const PROT_MASK: u32 = PROT_READ | PROT_WRITE;
 
 /// What GET_INFO reports without a DMA engine: the DMA flag is accepted
-/// and ignored ([`dma::info`] is what it reports when one is usable).
+/// and ignored ([`info`] is what it reports when one is usable).
 pub const INFO: knem_cmd_info = knem_cmd_info {
     abi: KNEM_ABI_VERSION,
     features: 0,
@@ -59,7 +59,7 @@ enum Report<'c> {
     /// the fd with NOTIFY_FD) later.
     Async { index: u32, notify: bool },
     /// ASYNCDMACOMPLETE with a DMA engine: `current_status` PENDING now,
-    /// the slot when the engine is done ([`crate::dma`]).
+    /// the slot when the engine is done ([`crate::exec::dma`]).
     DmaComplete { index: u32 },
 }
 
@@ -92,11 +92,14 @@ struct PairReq {
     async_index: u32,
 }
 
-fn status_of(o: Outcome) -> u8 {
-    if o.ok {
-        status::SUCCESS
-    } else {
-        status::FAILED
+/// What GET_INFO reports: the DMA feature when an engine is usable now,
+/// else the DMA flag among the ignored ones.
+fn info(usable: bool) -> knem_cmd_info {
+    knem_cmd_info {
+        abi: KNEM_ABI_VERSION,
+        features: if usable { KNEM_FEATURE_DMA } else { 0 },
+        ignored_flags: if usable { 0 } else { KNEM_FLAG_DMA },
+        forced_flags: 0,
     }
 }
 
@@ -127,11 +130,11 @@ impl<E: Env> Device<E> {
     fn dispatch(&self, caller: &Caller<'_>, cmd: u32, arg: u64) -> KResult<()> {
         let ctx = caller.ctx;
         match cmd {
-            cmd::GET_INFO => user::write(&self.env, arg, dma::info(self.env.dma_usable())),
+            cmd::GET_INFO => uaccess::write(&self.env, arg, info(self.env.dma_usable())),
             cmd::CREATE_REGION => self.create_region(ctx, arg),
             cmd::DESTROY_REGION => self.destroy_region(ctx, arg),
             cmd::INLINE_COPY => {
-                let c: knem_cmd_inline_copy = user::read(&self.env, arg)?;
+                let c: knem_cmd_inline_copy = uaccess::read(&self.env, arg)?;
                 let req = InlineReq {
                     iovec_array: c.local_iovec_array,
                     iovec_nr: c.local_iovec_nr,
@@ -149,7 +152,7 @@ impl<E: Env> Device<E> {
                 )
             }
             cmd::INLINE_COPY_BOUNDED => {
-                let c: knem_cmd_inline_copy_bounded = user::read(&self.env, arg)?;
+                let c: knem_cmd_inline_copy_bounded = uaccess::read(&self.env, arg)?;
                 let req = InlineReq {
                     iovec_array: c.local_iovec_array,
                     iovec_nr: c.local_iovec_nr,
@@ -167,7 +170,7 @@ impl<E: Env> Device<E> {
                 )
             }
             cmd::COPY => {
-                let c: knem_cmd_copy = user::read(&self.env, arg)?;
+                let c: knem_cmd_copy = uaccess::read(&self.env, arg)?;
                 let req = PairReq {
                     src_cookie: c.src_cookie,
                     src_offset: c.src_offset,
@@ -184,7 +187,7 @@ impl<E: Env> Device<E> {
                 )
             }
             cmd::COPY_BOUNDED => {
-                let c: knem_cmd_copy_bounded = user::read(&self.env, arg)?;
+                let c: knem_cmd_copy_bounded = uaccess::read(&self.env, arg)?;
                 let req = PairReq {
                     src_cookie: c.src_cookie,
                     src_offset: c.src_offset,
@@ -290,7 +293,7 @@ impl<E: Env> Device<E> {
             slot.store(st, Release);
         }
         match status_uaddr {
-            Some(u) => user::write(&self.env, u, st as u32),
+            Some(u) => uaccess::write(&self.env, u, st as u32),
             None => Ok(()),
         }
     }
@@ -298,7 +301,7 @@ impl<E: Env> Device<E> {
     /// Tells the caller an asynchronous request is on its way.
     fn report_pending(&self, status_uaddr: Option<u64>) -> KResult<()> {
         match status_uaddr {
-            Some(u) => user::write(&self.env, u, status::PENDING as u32),
+            Some(u) => uaccess::write(&self.env, u, status::PENDING as u32),
             None => Ok(()),
         }
     }
@@ -311,7 +314,7 @@ impl<E: Env> Device<E> {
         req: &InlineReq,
     ) -> KResult<(Found<'a, E>, RegionRef<'a, E>)> {
         let found = self.lookup_checked(caller, req.cookie, req.write)?;
-        let iovs = user::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
+        let iovs = uaccess::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
         let local = SegList::new(&iovs)?;
         drop(iovs);
         // Reading the region writes the caller's memory, and vice versa.
@@ -393,7 +396,7 @@ impl<E: Env> Device<E> {
             return self.finish(report, out, status_uaddr);
         }
         let found = self.lookup_checked(caller, req.cookie, req.write)?;
-        let iovs = user::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
+        let iovs = uaccess::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
         let local = SegList::new(&iovs)?;
         drop(iovs);
         self.table.consume(&self.env, &self.stats, &found)?;
@@ -483,7 +486,7 @@ impl<E: Env> Device<E> {
         prot: u32,
         flags: u32,
     ) -> KResult<u64> {
-        let iovs = user::read_iovecs(&self.env, iovec_array, iovec_nr)?;
+        let iovs = uaccess::read_iovecs(&self.env, iovec_array, iovec_nr)?;
         let layout = SegList::new(&iovs)?;
         drop(iovs);
         let attrs = RegionAttrs {
@@ -499,7 +502,7 @@ impl<E: Env> Device<E> {
     /// Writes a new cookie back; if that fails, the region is destroyed so
     /// nothing unreachable stays pinned.
     fn return_cookie(&self, ctx: &Context, uaddr: u64, cookie: u64) -> KResult<()> {
-        if user::write(&self.env, uaddr, cookie).is_err() {
+        if uaccess::write(&self.env, uaddr, cookie).is_err() {
             let _ = self.table.destroy(&self.env, &self.stats, cookie, ctx.id);
             return Err(EFAULT);
         }
@@ -507,7 +510,7 @@ impl<E: Env> Device<E> {
     }
 
     fn create_region(&self, ctx: &Context, arg: u64) -> KResult<()> {
-        let c: knem_cmd_create_region = user::read(&self.env, arg)?;
+        let c: knem_cmd_create_region = uaccess::read(&self.env, arg)?;
         if c.protection & !PROT_MASK != 0 {
             return Err(EINVAL);
         }
@@ -522,13 +525,13 @@ impl<E: Env> Device<E> {
     }
 
     fn destroy_region(&self, ctx: &Context, arg: u64) -> KResult<()> {
-        let cookie: u64 = user::read(&self.env, arg)?;
+        let cookie: u64 = uaccess::read(&self.env, arg)?;
         self.table.destroy(&self.env, &self.stats, cookie, ctx.id)
     }
 
     /// Legacy: a read-only single-use region.
     fn init_send(&self, ctx: &Context, arg: u64) -> KResult<()> {
-        let c: knem_cmd_init_send_param = user::read(&self.env, arg)?;
+        let c: knem_cmd_init_send_param = uaccess::read(&self.env, arg)?;
         let flags = (c.flags & KNEM_FLAG_ANY_CREATE_MASK) | KNEM_FLAG_SINGLEUSE;
         let cookie = self.create(ctx, c.send_iovec_array, c.send_iovec_nr, PROT_READ, flags)?;
         self.return_cookie(
@@ -542,7 +545,7 @@ impl<E: Env> Device<E> {
     /// It has no slot to report in, so the asynchronous flags (NOTIFY_FD
     /// included) are masked off with the undefined ones.
     fn sync_recv(&self, caller: &Caller<'_>, arg: u64) -> KResult<()> {
-        let c: knem_cmd_sync_recv_param = user::read(&self.env, arg)?;
+        let c: knem_cmd_sync_recv_param = uaccess::read(&self.env, arg)?;
         let req = InlineReq {
             iovec_array: c.recv_iovec_array,
             iovec_nr: c.recv_iovec_nr,
@@ -564,7 +567,7 @@ impl<E: Env> Device<E> {
     /// reported only through slot `status_index`.  The flags are those of
     /// a thread copy (a thread flag is implied).
     fn init_async_recv(&self, caller: &Caller<'_>, arg: u64) -> KResult<()> {
-        let c: knem_cmd_init_async_recv_param = user::read(&self.env, arg)?;
+        let c: knem_cmd_init_async_recv_param = uaccess::read(&self.env, arg)?;
         let req = InlineReq {
             iovec_array: c.recv_iovec_array,
             iovec_nr: c.recv_iovec_nr,
@@ -581,7 +584,7 @@ impl<E: Env> Device<E> {
     /// Chooses the CPUs of the offload thread; only before it starts (the
     /// status-array mmap).  The shim turns the choice into a cpumask.
     fn bind_offload(&self, ctx: &Context, arg: u64) -> KResult<()> {
-        let b: knem_cmd_bind_offload = user::read(&self.env, arg)?;
+        let b: knem_cmd_bind_offload = uaccess::read(&self.env, arg)?;
         if b.flags & !BIND_FLAGS != 0 || !b.flags.is_power_of_two() {
             return Err(EINVAL);
         }

@@ -1,9 +1,19 @@
 //! knem-core: the logic of knem-rs, linked into the kernel module as a
 //! no_std object (`knem_core.o`) behind the contract of `c-shim/knem_core.h`.
 //!
-//! Planning is pure ([`layout`], [`plan`]); execution goes through the
-//! [`env::Env`] trait, which the kernel build binds to the C shim and the
-//! host tests to a mock.
+//! Layers, each importing only those before it (`docs/DESIGN.md`):
+//!
+//! * [`edge`]: the boundary with the shim: its functions behind the
+//!   [`edge::shim::Env`] trait, the allocator, user memory, errno values,
+//!   and the `knem_core_*` exports.
+//! * [`plan`]: pure: validated segment lists and the copy planners.
+//! * [`state`]: what lives between calls: regions, the cookie table,
+//!   contexts, counters, the device.
+//! * [`exec`]: running copies: CPU, offload thread, DMA engine.
+//! * [`ioctl`]: the commands.
+//!
+//! Host builds (tests, feature `mock`) add [`testing`]: the mock kernel
+//! and the fuzz targets' bodies.
 #![cfg_attr(not(any(test, feature = "mock")), no_std)]
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -11,33 +21,13 @@
 
 extern crate alloc;
 
-pub mod context;
-pub mod copy;
-pub mod device;
-pub mod dma;
-pub mod env;
-pub mod errno;
+pub mod edge;
+pub mod exec;
 pub mod ioctl;
-pub mod kalloc;
-pub mod layout;
-pub mod offload;
 pub mod plan;
-pub mod queue;
-pub mod region;
-pub mod stats;
-pub mod table;
-pub mod user;
-
-#[cfg(not(any(test, feature = "mock")))]
-pub mod ffi;
+pub mod state;
 
 #[cfg(any(test, feature = "mock"))]
-pub mod harness;
-#[cfg(any(test, feature = "mock"))]
-pub mod mock;
+pub mod testing;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_async;
-#[cfg(test)]
-mod tests_dma;

@@ -78,6 +78,28 @@ static int abi_second_status_mmap_fails(void)
 	return 0;
 }
 
+/*
+ * The status array lives at KNEM_STATUS_ARRAY_FILE_OFFSET only, and a
+ * refused mapping leaves the fd free to map it there.
+ */
+static int abi_status_mmap_other_offset_einval(void)
+{
+	volatile knem_status_t *s;
+	void *p;
+	int fd, e;
+
+	TRY(k_open(&fd));
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 KNEM_STATUS_ARRAY_FILE_OFFSET + 4096);
+	CHECK(p == MAP_FAILED, "status mmap at page 1 worked");
+	CHECK(errno == EINVAL, "status mmap at page 1: %s, want EINVAL",
+	      ename(errno));
+	e = k_map_status(fd, 4096, &s);
+	CHECK(e == 0, "status mmap after a refused one: %s", ename(e));
+	close(fd);
+	return 0;
+}
+
 static int abi_unknown_command_enotty(void)
 {
 	unsigned char arg[64];
@@ -329,7 +351,7 @@ static int abi_ro_region_spans_two_vmas(void)
 	return 0;
 }
 
-/* Async requests need a status array and an index inside it (issue #3). */
+/* Async requests need a status array and an index inside it */
 static int abi_async_status_array_rules(void)
 {
 	static unsigned char buf[8192], local[8192];
@@ -370,6 +392,8 @@ static const struct conf_case cases[] = {
 	{ "abi_rdonly_ioctl_mmap_ebadf", abi_rdonly_ioctl_mmap_ebadf },
 	{ "abi_rdonly_read_text", abi_rdonly_read_text },
 	{ "abi_second_status_mmap_fails", abi_second_status_mmap_fails },
+	{ "abi_status_mmap_other_offset_einval",
+	  abi_status_mmap_other_offset_einval },
 	{ "abi_unknown_command_enotty", abi_unknown_command_enotty },
 	{ "abi_flags_outside_mask_ignored", abi_flags_outside_mask_ignored },
 	{ "abi_destroy_from_other_fd_einval",

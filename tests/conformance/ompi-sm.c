@@ -11,7 +11,7 @@
  * until the first one still PENDING.  That walk is only correct if the
  * requests of one fd complete in submission order.
  *
- * Everything past the status mmap is issue #3 (async copies).
+ * Everything past the status mmap exercises the asynchronous copies.
  */
 #include <sched.h>
 

@@ -28,19 +28,7 @@ const F_ANYUSER: u32 = abi::KNEM_FLAG_ANY_USER_ACCESS;
 const ANY_ASYNC: u32 = F_ASYNC | F_DMATHREAD | F_MEMCPYTHREAD;
 
 /// The real command numbers (a "bad" ioctl must be none of them).
-const REAL_CMDS: [u32; 11] = [
-    cmd::GET_INFO,
-    cmd::BIND_OFFLOAD,
-    cmd::INIT_SEND,
-    cmd::CREATE_REGION,
-    cmd::DESTROY_REGION,
-    cmd::INIT_ASYNC_RECV,
-    cmd::SYNC_RECV,
-    cmd::COPY,
-    cmd::INLINE_COPY,
-    cmd::COPY_BOUNDED,
-    cmd::INLINE_COPY_BOUNDED,
-];
+const REAL_CMDS: [u32; 11] = cmd::NUMBERS;
 
 /// Constant cookies no driver may ever accept.
 const IMPOSSIBLE_COOKIES: [u64; 2] = [0, u64::MAX];

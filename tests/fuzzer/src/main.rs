@@ -201,7 +201,10 @@ fn main() {
         let _ = std::fs::set_permissions("/dev/knem", std::fs::Permissions::from_mode(0o666));
     }
     let base_pins = foll_pins();
-    let base: Vec<(&str, Option<u64>)> = COUNTERS.iter().map(|&n| (n, counter(n))).collect();
+    let base: Vec<(&str, Option<u64>)> = knem_abi::STATS
+        .iter()
+        .map(|&(n, _)| (n, counter(n)))
+        .collect();
 
     install_signals();
     // SAFETY: plain prctl: orphans of SIGKILLed children come to us.
@@ -467,24 +470,3 @@ fn main() {
     say(&format!("{passed} passed, {failed} failed"));
     std::process::exit(if failed == 0 { 0 } else { 1 });
 }
-
-/// Every counter of struct knem_core_stats, for the deltas in the summary.
-const COUNTERS: [&str; 17] = [
-    "contexts",
-    "regions",
-    "pinned_pages",
-    "regions_created",
-    "bytes_inline_read",
-    "bytes_inline_write",
-    "bytes_region_copy",
-    "bytes_async",
-    "copies_failed",
-    "err_einval",
-    "err_eperm",
-    "err_eacces",
-    "err_efault",
-    "err_enomem",
-    "err_ebusy",
-    "err_enotty",
-    "err_other",
-];

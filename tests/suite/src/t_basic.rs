@@ -70,28 +70,9 @@ pub fn get_info() -> TestResult {
 }
 
 pub fn sysfs_counters_present() -> TestResult {
-    let names = [
-        "contexts",
-        "regions",
-        "pinned_pages",
-        "regions_created",
-        "bytes_inline_read",
-        "bytes_inline_write",
-        "bytes_region_copy",
-        "bytes_async",
-        "copies_failed",
-        "err_einval",
-        "err_eperm",
-        "err_eacces",
-        "err_efault",
-        "err_enomem",
-        "err_ebusy",
-        "err_enotty",
-        "err_other",
-    ];
-    let missing: Vec<String> = names
+    let missing: Vec<String> = abi::STATS
         .iter()
-        .filter_map(|n| stats::counter(n).err())
+        .filter_map(|(n, _)| stats::counter(n).err())
         .collect();
     ensure!(missing.is_empty(), "{}", missing.join("; "));
     // An open context is counted, and uncounted at close.

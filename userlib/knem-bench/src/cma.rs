@@ -3,9 +3,7 @@
 use crate::err;
 use crate::error::Result;
 use crate::proc;
-use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::{getppid, Pid};
-use std::io::{IoSlice, IoSliceMut};
 
 /// Let any process of ours attach (and so use CMA) to this one, as MPI
 /// libraries do for their CMA transports. Without Yama this is a no-op
@@ -15,58 +13,26 @@ pub fn allow_peers() {
     unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
 }
 
-/// Read `len` bytes at `remote` in `pid` into `local`.
+/// Read `len` bytes at `remote` in `pid` into `local`
+/// (`knem_transport::cma_read_at`).
 ///
 /// # Safety
 /// `local` must be writable for `len` bytes and not referenced elsewhere.
 pub unsafe fn read(pid: Pid, local: *mut u8, remote: usize, len: usize) -> Result<()> {
     // SAFETY: forwarded to the caller.
-    let buf = unsafe { std::slice::from_raw_parts_mut(local, len) };
-    let n = process_vm_readv(
-        pid,
-        &mut [IoSliceMut::new(buf)],
-        &[RemoteIoVec { base: remote, len }],
-    )
-    .map_err(|e| {
-        err!(
-            "process_vm_readv from pid {pid}: {} ({})",
-            e.desc(),
-            e as i32
-        )
-    })?;
-    if n != len {
-        return Err(err!(
-            "process_vm_readv from pid {pid}: short copy {n} of {len}"
-        ));
-    }
-    Ok(())
+    unsafe { knem_transport::cma_read_at(pid.as_raw() as u32, local, remote as u64, len) }
+        .map_err(|e| err!("{e}"))
 }
 
-/// Write `len` bytes from `local` to `remote` in `pid`.
+/// Write `len` bytes from `local` to `remote` in `pid`
+/// (`knem_transport::cma_write_at`).
 ///
 /// # Safety
 /// `local` must be readable for `len` bytes.
 pub unsafe fn write(pid: Pid, local: *const u8, remote: usize, len: usize) -> Result<()> {
     // SAFETY: forwarded to the caller.
-    let buf = unsafe { std::slice::from_raw_parts(local, len) };
-    let n = process_vm_writev(
-        pid,
-        &[IoSlice::new(buf)],
-        &[RemoteIoVec { base: remote, len }],
-    )
-    .map_err(|e| {
-        err!(
-            "process_vm_writev to pid {pid}: {} ({})",
-            e.desc(),
-            e as i32
-        )
-    })?;
-    if n != len {
-        return Err(err!(
-            "process_vm_writev to pid {pid}: short copy {n} of {len}"
-        ));
-    }
-    Ok(())
+    unsafe { knem_transport::cma_write_at(pid.as_raw() as u32, local, remote as u64, len) }
+        .map_err(|e| err!("{e}"))
 }
 
 /// Why CMA cannot be used between a parent and its forked child, if it

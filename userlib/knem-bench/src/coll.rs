@@ -47,7 +47,11 @@ pub fn run(
     };
     let sizes = list
         .iter()
-        .map(|s| bench::parse_size(s).ok_or_else(|| err!("--sizes: bad size {s:?}")))
+        .map(|s| {
+            knem_coll::units::parse_size(s)
+                .map(|n| n as usize)
+                .map_err(|e| err!("--sizes: {e}"))
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut team = Team::from_env().map_err(|e| err!("coll: {e}"))?;
     let rows = bench::run(&mut team, &ops, &sizes, reps as usize)

@@ -1,5 +1,5 @@
 //! `contention`: R processes read the same source buffer of one process at
-//! once (seed 002's one-to-all pattern).
+//! once (Contention-Aware Kernel-Assisted MPI Collectives' one-to-all pattern).
 //!
 //! `memcpy` is the no-kernel reference: each reader copies from a private
 //! copy of the source, so only memory bandwidth is shared.

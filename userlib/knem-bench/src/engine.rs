@@ -12,7 +12,7 @@
 //!
 //! Off-cache runs rotate message `k` through slots of a pool larger than the
 //! last-level cache, each slot shifted by one cache line past the previous
-//! message (seed 004), so a slot is reused only after the whole pool.
+//! message (Data Transfer in a SMP System), so a slot is reused only after the whole pool.
 
 use crate::cma;
 use crate::error::Result;

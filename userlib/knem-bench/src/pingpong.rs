@@ -191,7 +191,7 @@ pub fn pingpong_table(recs: &[Record], cache: &str) -> Table {
     t
 }
 
-/// Sweep the shm chunk size for one message size (seed 004's Fig. 3).
+/// Sweep the shm chunk size for one message size (Data Transfer in a SMP System's Fig. 3).
 pub fn shm_chunk(st: &Settings, size: u64, chunks: &[u64]) -> Result<Vec<Record>> {
     let one = Settings {
         sizes: vec![size],

@@ -1,5 +1,5 @@
 //! `region-cost` and `reuse`: what declaring a region costs, against CMA,
-//! which pins on every copy (seed 000 §5, Fig. 13; seed 004 Table III).
+//! which pins on every copy (the KNEM paper (Goglin & Moreaud, KNEM: a Generic and Scalable Kernel-Assisted Intra-node MPI Communication Framework) §5, Fig. 13; Data Transfer in a SMP System Table III).
 //!
 //! Both run in one process: the kernel work (pin, insert, look up, copy,
 //! unpin) is the same whichever process owns the region, and leaving out

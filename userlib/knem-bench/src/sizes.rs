@@ -3,30 +3,14 @@
 use crate::err;
 use crate::error::Result;
 
-/// Parse one size: a number with an optional binary suffix
-/// (`K`/`KiB`/`KB`, `M`…, `G`…; all mean powers of 1024).
+/// Parse one message size (`knem_coll::units::parse_size`: binary
+/// suffixes, sums) of at least one byte.
 pub fn parse_size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(split);
-    if num.is_empty() {
-        return Err(err!(
-            "invalid size `{s}`: expected a number such as 4K or 1MiB"
-        ));
+    match knem_coll::units::parse_size(s) {
+        Ok(0) => Err(err!("invalid size `{s}`: must be at least 1 byte")),
+        Ok(n) => Ok(n),
+        Err(e) => Err(err!("{e}")),
     }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| err!("invalid size `{s}`: number too large"))?;
-    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        other => return Err(err!("invalid size `{s}`: unknown suffix `{other}`")),
-    };
-    n.checked_mul(1u64 << shift)
-        .filter(|&v| v > 0)
-        .ok_or_else(|| err!("invalid size `{s}`: must be between 1 byte and 2^64"))
 }
 
 /// Parse a size list: `4K,64K,1M` or a range `1K..64M` stepped by `factor`

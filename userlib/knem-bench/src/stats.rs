@@ -1,20 +1,6 @@
 //! Medians and ratios.
 
-/// Median of the samples (mean of the middle two for an even count); `None`
-/// when there are none. NaNs sort last.
-pub fn median(samples: &[f64]) -> Option<f64> {
-    if samples.is_empty() {
-        return None;
-    }
-    let mut v = samples.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use knem_coll::units::median;
 
 /// Smallest and largest sample.
 pub fn min_max(samples: &[f64]) -> Option<(f64, f64)> {

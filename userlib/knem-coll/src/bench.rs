@@ -24,24 +24,6 @@ pub struct Row {
     pub chosen: bool,
 }
 
-/// Parse 4K, 1M, 16MiB, 100, and sums such as 16M+3.
-pub fn parse_size(s: &str) -> Option<usize> {
-    s.split('+')
-        .try_fold(0usize, |acc, part| acc.checked_add(parse_term(part)?))
-}
-
-fn parse_term(s: &str) -> Option<usize> {
-    let s = s.trim().to_ascii_uppercase();
-    let s = s.trim_end_matches("IB").trim_end_matches('B');
-    let (num, mult) = match s.chars().last()? {
-        'K' => (&s[..s.len() - 1], 1usize << 10),
-        'M' => (&s[..s.len() - 1], 1 << 20),
-        'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>().ok()?.checked_mul(mult)
-}
-
 /// Measure; every rank calls it, rank 0 returns the rows.  Data is
 /// verified on every repetition, so a wrong algorithm cannot look fast.
 /// Buffers are reused between repetitions (as applications reuse theirs),

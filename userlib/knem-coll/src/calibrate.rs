@@ -1,5 +1,5 @@
 //! Measure the model's parameters with the transport in use: α, l and γ_c
-//! as seed 002 Table III does (rank 0 exposes a buffer, the others read it
+//! as Contention-Aware Kernel-Assisted MPI Collectives Table III does (rank 0 exposes a buffer, the others read it
 //! alone and concurrently), β on a copy big enough to leave the caches,
 //! and how steps of m concurrent big copies scale (memory bandwidth shared
 //! by the copies, CPUs shared by the ranks).
@@ -18,12 +18,8 @@ const BIG: usize = 8 << 20;
 /// Most concurrent big copies measured (the fit extrapolates beyond).
 const MAX_MOVERS: usize = 16;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    crate::units::median(&v).unwrap_or(0.0)
 }
 
 /// Median time of `f` run back to back for at least `window` seconds (and

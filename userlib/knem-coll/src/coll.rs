@@ -3,8 +3,8 @@
 //! data with the chosen algorithm, a closing barrier, then bring in what
 //! peers wrote (a no-op except for the shm transport).
 //!
-//! Copy directions follow seed 003: readers pull in one-to-all operations
-//! (bcast, scatter), writers push in gather; seed 002's throttling, trees,
+//! Copy directions follow Kernel Assisted Collective Intra-node Communication: readers pull in one-to-all operations
+//! (bcast, scatter), writers push in gather; Contention-Aware Kernel-Assisted MPI Collectives' throttling, trees,
 //! sequential and ring schedules are the alternatives.
 
 use crate::error::{Error, Result};

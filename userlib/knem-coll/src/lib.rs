@@ -1,23 +1,33 @@
 //! Teams of local processes and contention-aware collectives over the
-//! knem module, CMA or shared memory (seed 002 algorithms and cost model,
-//! seed 003 copy directions).
+//! knem module, CMA or shared memory (Contention-Aware Kernel-Assisted MPI Collectives algorithms and cost model,
+//! Kernel Assisted Collective Intra-node Communication copy directions).
 //!
 //! A program started by `knem-run -n N -- prog` calls [`Team::from_env`];
 //! one started by another launcher calls [`Team::attach`] with a name and
 //! its rank.  Collectives take `Option<Algorithm>`: `None` lets the planner
 //! choose from the calibrated model ([`model::Params`]).
 
+//!
+//! The measuring tools (`bench`, `check`, `calibrate` and the binaries)
+//! need the `tools` feature (default); the C library builds without it.
+
 #![deny(missing_docs)]
 
+#[cfg(feature = "tools")]
 pub mod bench;
+#[cfg(feature = "tools")]
 pub mod calibrate;
+#[cfg(feature = "tools")]
 pub mod check;
 mod coll;
 mod error;
 pub mod launch;
 pub mod model;
+mod model_file;
 pub mod team;
 pub mod topo;
+#[cfg(feature = "tools")]
+pub mod units;
 
 pub use error::{Error, Result};
 pub use model::{Algorithm, Op, Params};

@@ -1,9 +1,8 @@
-//! The seed 002 cost model T = α + nβ + lγ_c⌈n/s⌉, its parameters, and the
+//! The Contention-Aware Kernel-Assisted MPI Collectives cost model T = α + nβ + lγ_c⌈n/s⌉, its parameters, and the
 //! planner that picks an algorithm (and k) per operation, size and team size.
 
 use crate::error::{Error, Result};
 use knem_transport::Kind;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -109,7 +108,7 @@ impl FromStr for Op {
     }
 }
 
-/// A collective algorithm (seed 002 / seed 003).
+/// A collective algorithm (Contention-Aware Kernel-Assisted MPI Collectives / Kernel Assisted Collective Intra-node Communication).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Algorithm {
     /// Everyone reads from the source at once (parallel reads).
@@ -242,7 +241,7 @@ impl FromStr for Algorithm {
 }
 
 /// Model parameters (seconds, bytes).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     /// Where they come from (a preset name or "calibrated on ...").
     pub source: String,
@@ -263,36 +262,30 @@ pub struct Params {
     /// Cost of one point-to-point signal (throttling, trees).
     pub signal: f64,
     /// Measured γ points (c, γ_c), for the record.
-    #[serde(default)]
     pub gamma_points: Vec<(usize, f64)>,
     /// Parallel efficiency e of copies that run at once (memory bandwidth
     /// and caches they share): m of them progress 1 + e·(m−1) times as
     /// fast as one, i.e. each one's nβ + lγ_c⌈n/s⌉ is stretched by
-    /// δ_m = m / (1 + e·(m−1)).  Seed 002 assumes e = 1 (bandwidth to
+    /// δ_m = m / (1 + e·(m−1)).  Contention-Aware Kernel-Assisted MPI Collectives assumes e = 1 (bandwidth to
     /// spare); e = 0 means the copies get no further than one would.
-    #[serde(default = "one")]
     pub bw_par: f64,
     /// Extra cost, as a fraction, of a step whose copies outnumber the
     /// CPUs beyond sharing them evenly (preemption, cache refills, ranks
     /// waking up).  0 unless calibrated.
-    #[serde(default)]
     pub oversub: f64,
     /// Bytes of a core's private cache (0: unknown).  Copies that fit
     /// there hardly compete for memory bandwidth, so δ applies to the
     /// fraction of a copy beyond it.
-    #[serde(default)]
     pub cache: u64,
     /// Measured step points (m, time of m concurrent big copies from one
     /// process / time of one), for the record.
-    #[serde(default)]
     pub step_points: Vec<(usize, f64)>,
-    /// CPUs the ranks share (0: one per rank, the paper's setting).  Seed
-    /// 002 runs one rank per core, so c concurrent copies progress
+    /// CPUs the ranks share (0: one per rank, the paper's setting).  The Contention-Aware
+    /// Kernel-Assisted MPI Collectives paper runs one rank per core, so c concurrent copies progress
     /// together; with fewer CPUs than copies only `cpus` of them run at a
     /// time (contention γ at that concurrency) and the rest wait their
     /// turn, so a step of c copies costs c/cpus times a step of `cpus`
     /// copies.  Set from the host by [`Params::for_host`]; not stored.
-    #[serde(skip)]
     pub cpus: usize,
 }
 
@@ -307,10 +300,6 @@ impl Default for Params {
 
 const US: f64 = 1e-6;
 
-fn one() -> f64 {
-    1.0
-}
-
 impl Params {
     fn table_iv(
         name: &str,
@@ -322,7 +311,7 @@ impl Params {
         b: f64,
     ) -> Params {
         Params {
-            source: format!("seed 002 Table IV, {name}"),
+            source: format!("Contention-Aware Kernel-Assisted MPI Collectives Table IV, {name}"),
             alpha: alpha_us * US,
             beta: 1.0 / (gbps * 1e9),
             l: l_us * US,
@@ -340,17 +329,17 @@ impl Params {
         }
     }
 
-    /// Seed 002 Table IV: Knights Landing.
+    /// Contention-Aware Kernel-Assisted MPI Collectives Table IV: Knights Landing.
     pub fn knl() -> Params {
         Params::table_iv("KNL", 1.43, 3.29, 0.25, 4096, 0.11, 1.6)
     }
 
-    /// Seed 002 Table IV: Broadwell.
+    /// Contention-Aware Kernel-Assisted MPI Collectives Table IV: Broadwell.
     pub fn broadwell() -> Params {
         Params::table_iv("Broadwell", 0.98, 13.2, 0.11, 4096, 0.18, 0.83)
     }
 
-    /// Seed 002 Table IV: Power8.
+    /// Contention-Aware Kernel-Assisted MPI Collectives Table IV: Power8.
     pub fn power8() -> Params {
         Params::table_iv("Power8", 0.75, 3.17, 0.53, 65536, 0.04, 1.95)
     }
@@ -399,7 +388,7 @@ impl Params {
     }
 
     /// A step in which `movers` ranks each copy n bytes at once, at most
-    /// `per_source` of them from the same source process.  Seed 002 has a
+    /// `per_source` of them from the same source process.  Contention-Aware Kernel-Assisted MPI Collectives has a
     /// core per rank: all movers run together and contend with γ at
     /// `per_source`.  With fewer CPUs only `cpus` copies run at a time (so
     /// γ and δ at no more than that) and the step takes movers/cpus such
@@ -652,7 +641,7 @@ pub type ModelFile = BTreeMap<String, Params>;
 pub fn load(path: &std::path::Path) -> Result<ModelFile> {
     let text =
         std::fs::read_to_string(path).map_err(Error::io(format!("read {}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
+    crate::model_file::read(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
 }
 
 /// Store `params` for `kind` in the model file at `path`, keeping others.
@@ -662,7 +651,7 @@ pub fn store(path: &std::path::Path, kind: Kind, params: &Params) -> Result<()> 
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
     }
-    let text = serde_json::to_string_pretty(&all).map_err(|e| Error::Invalid(e.to_string()))?;
+    let text = crate::model_file::write(&all);
     std::fs::write(path, text).map_err(Error::io(format!("write {}", path.display())))
 }
 

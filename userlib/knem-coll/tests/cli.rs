@@ -83,7 +83,7 @@ fn calibrate_and_bench_on_a_small_team() {
     let text = std::fs::read_to_string(&model).unwrap();
     assert!(text.contains("\"alpha\""), "{text}");
     // One reader on 2 ranks: the step fit has nothing to go on and keeps
-    // seed 002's full efficiency.
+    // Contention-Aware Kernel-Assisted MPI Collectives' full efficiency.
     let all: serde_json::Value = serde_json::from_str(&text).unwrap();
     let params = all.as_object().unwrap().values().next().unwrap();
     assert_eq!(params["bw_par"], 1.0, "{text}");

@@ -1,4 +1,4 @@
-//! The planner fed seed 002 Table IV parameters makes the choices the paper
+//! The planner fed Contention-Aware Kernel-Assisted MPI Collectives Table IV parameters makes the choices the paper
 //! reports, and planner properties hold for any parameters.
 
 use knem_coll::{Algorithm, Op, Params};
@@ -11,7 +11,7 @@ fn cost(p: &Params, op: Op, a: Algorithm, n: u64, ranks: usize) -> f64 {
 }
 
 /// Scatter/gather, large messages, full nodes: throttled reads beat
-/// parallel reads (seed 002 §IV-A/B: k = 4 and 8 best on KNL, 4 on
+/// parallel reads (Contention-Aware Kernel-Assisted MPI Collectives §IV-A/B: k = 4 and 8 best on KNL, 4 on
 /// Broadwell) and parallel reads collapse.
 #[test]
 fn throttled_beats_parallel_reads_on_knl_and_broadwell() {
@@ -239,7 +239,7 @@ proptest! {
     }
 
     /// With at least as many CPUs as ranks the CPU count changes nothing
-    /// (and with bw_par 1, oversub 0 the model is seed 002's); with fewer,
+    /// (and with bw_par 1, oversub 0 the model is Contention-Aware Kernel-Assisted MPI Collectives'); with fewer,
     /// costs stay finite and positive (not necessarily higher: with a steep
     /// γ, copies that wait for a CPU contend less, which is what
     /// throttling exploits).
@@ -311,7 +311,7 @@ fn knomial_waves_follow_the_tree() {
 }
 
 /// Calibrated step points give back the efficiency and time-slicing cost
-/// they were made with; presets keep seed 002's δ = 1.
+/// they were made with; presets keep Contention-Aware Kernel-Assisted MPI Collectives' δ = 1.
 #[test]
 fn step_fit_recovers_bandwidth_sharing_and_time_slicing() {
     let n = 8 << 20;

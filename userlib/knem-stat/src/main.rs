@@ -17,25 +17,7 @@ const DEFAULT_SYSFS: &str = "/sys/class/misc/knem";
 /// The counters of `struct knem_core_stats` (c-shim/knem_core.h), in
 /// order, with what each means.  Counters the driver adds later are shown
 /// too, after these, in name order.
-const KNOWN: &[(&str, &str)] = &[
-    ("contexts", "live O_RDWR opens"),
-    ("regions", "live regions"),
-    ("pinned_pages", "pages pinned by live regions"),
-    ("regions_created", "regions created since load"),
-    ("bytes_inline_read", "bytes region -> caller, synchronous"),
-    ("bytes_inline_write", "bytes caller -> region, synchronous"),
-    ("bytes_region_copy", "bytes region -> region"),
-    ("bytes_async", "bytes copied on offload threads"),
-    ("copies_failed", "copies that ended FAILED"),
-    ("err_einval", "ioctls failed with EINVAL"),
-    ("err_eperm", "ioctls failed with EPERM"),
-    ("err_eacces", "ioctls failed with EACCES"),
-    ("err_efault", "ioctls failed with EFAULT"),
-    ("err_enomem", "ioctls failed with ENOMEM"),
-    ("err_ebusy", "ioctls failed with EBUSY"),
-    ("err_enotty", "ioctls failed with ENOTTY"),
-    ("err_other", "ioctls failed with another errno"),
-];
+const KNOWN: &[(&str, &str)] = &knem_abi::STATS;
 
 /// Counters that are levels, not running totals.
 const GAUGES: &[&str] = &["contexts", "regions", "pinned_pages"];

@@ -49,11 +49,70 @@ fn map_errno(call: &'static str, pid: u32, errno: Errno) -> Error {
     }
 }
 
-fn remote(d: &Descriptor, offset: u64, len: usize) -> [RemoteIoVec; 1] {
-    [RemoteIoVec {
-        base: (d.addr + offset) as usize,
-        len,
-    }]
+/// Fills `buf` from address `addr` of process `pid`, completing short
+/// transfers (a signal can cut one short); nothing moved is EFAULT.
+fn read_into(pid: Pid, buf: &mut [u8], addr: u64) -> Result<()> {
+    let mut at = 0usize;
+    while at < buf.len() {
+        let remote = [RemoteIoVec {
+            base: addr as usize + at,
+            len: buf.len() - at,
+        }];
+        let got = process_vm_readv(pid, &mut [IoSliceMut::new(&mut buf[at..])], &remote)
+            .map_err(|e| map_errno("process_vm_readv", pid.as_raw() as u32, e))?;
+        if got == 0 {
+            return Err(Error::Sys {
+                call: "process_vm_readv",
+                errno: Errno::EFAULT,
+            });
+        }
+        at += got;
+    }
+    Ok(())
+}
+
+/// Writes `buf` to address `addr` of process `pid`, as [`read_into`].
+fn write_from(pid: Pid, buf: &[u8], addr: u64) -> Result<()> {
+    let mut at = 0usize;
+    while at < buf.len() {
+        let remote = [RemoteIoVec {
+            base: addr as usize + at,
+            len: buf.len() - at,
+        }];
+        let put = process_vm_writev(pid, &[IoSlice::new(&buf[at..])], &remote)
+            .map_err(|e| map_errno("process_vm_writev", pid.as_raw() as u32, e))?;
+        if put == 0 {
+            return Err(Error::Sys {
+                call: "process_vm_writev",
+                errno: Errno::EFAULT,
+            });
+        }
+        at += put;
+    }
+    Ok(())
+}
+
+/// Copies `len` bytes at address `remote` of process `pid` to `local`: the
+/// raw-address entry point, for callers that know the peer's addresses
+/// without a descriptor (the benchmarks' shared pools).
+///
+/// # Safety
+/// `local` must be writable for `len` bytes and not otherwise referenced.
+pub unsafe fn cma_read_at(pid: u32, local: *mut u8, remote: u64, len: usize) -> Result<()> {
+    // SAFETY: forwarded to the caller.
+    let buf = unsafe { std::slice::from_raw_parts_mut(local, len) };
+    read_into(Pid::from_raw(pid as i32), buf, remote)
+}
+
+/// Copies `len` bytes from `local` to address `remote` of process `pid`,
+/// as [`cma_read_at`].
+///
+/// # Safety
+/// `local` must be readable for `len` bytes.
+pub unsafe fn cma_write_at(pid: u32, local: *const u8, remote: u64, len: usize) -> Result<()> {
+    // SAFETY: forwarded to the caller.
+    let buf = unsafe { std::slice::from_raw_parts(local, len) };
+    write_from(Pid::from_raw(pid as i32), buf, remote)
 }
 
 impl Transport for Cma {
@@ -87,25 +146,8 @@ impl Transport for Cma {
         let pid = Pid::from_raw(d.pid as i32);
         let mut done = 0usize;
         for buf in bufs.iter_mut() {
-            let mut at = 0usize;
             let n = buf.len().min(want - done);
-            // A short transfer is legal (e.g. at a page the peer unmapped
-            // meanwhile would be an error, but a signal can cut it short).
-            while at < n {
-                let got = process_vm_readv(
-                    pid,
-                    &mut [IoSliceMut::new(&mut buf[at..n])],
-                    &remote(d, offset + (done + at) as u64, n - at),
-                )
-                .map_err(|e| map_errno("process_vm_readv", d.pid, e))?;
-                if got == 0 {
-                    return Err(Error::Sys {
-                        call: "process_vm_readv",
-                        errno: Errno::EFAULT,
-                    });
-                }
-                at += got;
-            }
+            read_into(pid, &mut buf[..n], d.addr + offset + done as u64)?;
             done += n;
             if done == want {
                 break;
@@ -121,22 +163,7 @@ impl Transport for Cma {
         let mut done = 0usize;
         for buf in bufs {
             let n = buf.len().min(want - done);
-            let mut at = 0usize;
-            while at < n {
-                let put = process_vm_writev(
-                    pid,
-                    &[IoSlice::new(&buf[at..n])],
-                    &remote(d, offset + (done + at) as u64, n - at),
-                )
-                .map_err(|e| map_errno("process_vm_writev", d.pid, e))?;
-                if put == 0 {
-                    return Err(Error::Sys {
-                        call: "process_vm_writev",
-                        errno: Errno::EFAULT,
-                    });
-                }
-                at += put;
-            }
+            write_from(pid, &buf[..n], d.addr + offset + done as u64)?;
             done += n;
             if done == want {
                 break;
@@ -161,7 +188,7 @@ impl Transport for Cma {
     }
 }
 
-/// Seed 002 Table III probe: `process_vm_readv` with no local buffer and a
+/// Contention-Aware Kernel-Assisted MPI Collectives Table III probe: `process_vm_readv` with no local buffer and a
 /// remote range of `len` bytes, which runs the access check and (for
 /// `len > 0`) locks and pins the remote pages without copying anything.
 /// Recent kernels return before the access check when no local buffer is

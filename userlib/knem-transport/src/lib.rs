@@ -34,7 +34,7 @@ mod error;
 mod knemt;
 mod shm;
 
-pub use cma::{cma_pin_only, cma_touch_pages, Cma};
+pub use cma::{cma_pin_only, cma_read_at, cma_touch_pages, cma_write_at, Cma};
 pub use error::{Error, Result};
 pub use knemt::Knem;
 pub use shm::{Shm, ENV_PIPELINE, PIPELINE_CPUS, PIPELINE_MIN, SHM_CHUNK};

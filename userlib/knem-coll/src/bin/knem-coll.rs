@@ -3,7 +3,7 @@
 //! themselves (`-n`) unless already run under knem-run.
 
 use clap::{Parser, Subcommand};
-use knem_coll::{bench, calibrate, check, model, Op, Params, Team};
+use knem_coll::{bench, calibrate, check, model, units, Op, Params, Team};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -46,7 +46,7 @@ enum Cmd {
         /// NUMA nodes.
         #[arg(long, default_value_t = 1)]
         nodes: usize,
-        /// Parameters: knl, broadwell, power8 (seed 002 Table IV).
+        /// Parameters: knl, broadwell, power8 (Contention-Aware Kernel-Assisted MPI Collectives Table IV).
         #[arg(long)]
         preset: Option<String>,
         /// Transport whose calibration to use (default: the automatic one).
@@ -55,7 +55,7 @@ enum Cmd {
         /// Model file.
         #[arg(long)]
         model: Option<PathBuf>,
-        /// CPUs the ranks share (0: one per rank, as in seed 002); default:
+        /// CPUs the ranks share (0: one per rank, as in Contention-Aware Kernel-Assisted MPI Collectives); default:
         /// 0 with --preset, else this host's.
         #[arg(long)]
         cpus: Option<usize>,
@@ -194,7 +194,7 @@ fn main() -> ExitCode {
                 Ok(o) => o,
                 Err(e) => return fail(e),
             };
-            let Some(n) = bench::parse_size(&size) else {
+            let Some(n) = units::parse_size(&size).ok().map(|n| n as usize) else {
                 return fail(format!("bad size {size:?}"));
             };
             let host = preset.is_none();
@@ -306,7 +306,10 @@ fn main() -> ExitCode {
                 }
                 // `--big ''` (an empty list) turns the big sizes off.
                 let items = arg.iter().filter(|s| !s.trim().is_empty());
-                match items.map(|s| bench::parse_size(s)).collect() {
+                match items
+                    .map(|s| units::parse_size(s).ok().map(|n| n as usize))
+                    .collect()
+                {
                     Some(v) => *list = v,
                     None => return fail(format!("bad size list {}", arg.join(","))),
                 }
@@ -390,7 +393,7 @@ fn main() -> ExitCode {
             };
             let Some(sizes) = sizes
                 .iter()
-                .map(|s| bench::parse_size(s))
+                .map(|s| units::parse_size(s).ok().map(|n| n as usize))
                 .collect::<Option<Vec<_>>>()
             else {
                 return fail("bad size list");

@@ -1,0 +1,68 @@
+//! The device: the environment, the region table, the counters and the
+//! context lifecycle.  The kernel has one, in a static; tests make many.
+
+use crate::edge::errno::KResult;
+use crate::edge::kalloc::KBox;
+use crate::edge::shim::{Env, ShimCtx};
+use crate::state::context::Context;
+use crate::state::stats::{self, Stats};
+use crate::state::table::Table;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Everything the core keeps between calls.
+pub struct Device<E: Env> {
+    /// The kernel services.
+    pub env: E,
+    /// The region table.
+    pub table: Table,
+    /// The counters.
+    pub stats: Stats,
+    next_ctx: AtomicU64,
+}
+
+impl<E: Env> Device<E> {
+    /// A device with an empty table.
+    pub const fn new(env: E) -> Self {
+        Device {
+            env,
+            table: Table::new(),
+            stats: Stats::new(),
+            next_ctx: AtomicU64::new(0),
+        }
+    }
+
+    /// Module load.  The table allocates lazily, so nothing can fail yet.
+    pub fn init(&self) -> KResult<()> {
+        Ok(())
+    }
+
+    /// Module unload (no context is left).
+    pub fn exit(&self) {
+        self.table.exit();
+    }
+
+    /// A context for an opener with real uid `uid`, without a shim handle
+    /// (host tests).
+    pub fn ctx_new(&self, uid: u32) -> KResult<KBox<Context>> {
+        self.ctx_new_with(uid, ShimCtx::NULL)
+    }
+
+    /// A context for an opener with real uid `uid`; `shim` is the handle the
+    /// core passes back to the shim's `knem_shim_ctx_*` functions.
+    pub fn ctx_new_with(&self, uid: u32, shim: ShimCtx) -> KResult<KBox<Context>> {
+        let id = self.next_ctx.fetch_add(1, Relaxed) + 1;
+        let ctx = KBox::try_new(Context::new(id, uid, shim))?;
+        stats::add(&self.stats.contexts, 1);
+        Ok(ctx)
+    }
+
+    /// The file is released (its offload thread already stopped): drop
+    /// the requests that never started, destroy the context's regions and
+    /// free it.
+    pub fn ctx_release(&self, ctx: KBox<Context>) {
+        self.drain_async(&ctx);
+        self.table.release_ctx(&self.env, &self.stats, ctx.id);
+        stats::sub(&self.stats.contexts, 1);
+        drop(ctx);
+    }
+}

@@ -1,0 +1,10 @@
+//! What the core keeps between calls: regions and their pinned pages, the
+//! cookie table, per-open contexts and their queues, the counters, and the
+//! device holding them with the context lifecycle.
+
+pub mod context;
+pub mod device;
+pub mod queue;
+pub mod region;
+pub mod stats;
+pub mod table;

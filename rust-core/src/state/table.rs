@@ -1,0 +1,489 @@
+//! The global region table: cookie → region, lock-free for readers.
+//!
+//! Slots live in fixed-size chunks that never move while the module is
+//! loaded.  A cookie is `tag << 32 | (index + 1)`, so it is never 0; the tag
+//! is random per publication and checked on every lookup.  A slot's state
+//! word holds the tag, a generation bumped at each reuse (so a reader can
+//! tell that the slot changed under it) and LIVE/CONSUMED/FREE.
+//!
+//! Readers run under RCU: load the state, take a reference if the count is
+//! not zero, re-load the state.  Writers (insert, destroy, release, the
+//! removal of a consumed single-use region) hold the table lock.
+
+use crate::edge::errno::{KResult, EINVAL, ENOMEM};
+use crate::edge::kalloc::KBox;
+use crate::edge::shim::{Env, RcuGuard, TableGuard};
+use crate::state::region::{self, Region, RegionRef};
+use crate::state::stats::Stats;
+use core::ptr::{null_mut, NonNull};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use knem_abi::KNEM_FLAG_SINGLEUSE;
+
+/// Slots per chunk.
+pub const CHUNK_SLOTS: usize = 256;
+/// Chunks at most (so at most `CHUNK_SLOTS * MAX_CHUNKS` live regions).
+pub const MAX_CHUNKS: usize = 4096;
+
+const ST_FREE: u64 = 0;
+const ST_LIVE: u64 = 1;
+const ST_CONSUMED: u64 = 2;
+const ST_MASK: u64 = 3;
+const GEN_MASK: u64 = 0x3fff_ffff;
+
+const fn make_state(tag: u32, gen: u64, st: u64) -> u64 {
+    ((tag as u64) << 32) | ((gen & GEN_MASK) << 2) | st
+}
+const fn tag_of(s: u64) -> u32 {
+    (s >> 32) as u32
+}
+const fn gen_of(s: u64) -> u64 {
+    (s >> 2) & GEN_MASK
+}
+const fn with_st(s: u64, st: u64) -> u64 {
+    (s & !ST_MASK) | st
+}
+
+/// Splits a cookie into (slot index, tag); None for cookies that cannot
+/// name a slot (low half 0).
+pub const fn split_cookie(cookie: u64) -> Option<(u32, u32)> {
+    let low = cookie as u32;
+    if low == 0 {
+        None
+    } else {
+        Some((low - 1, (cookie >> 32) as u32))
+    }
+}
+
+struct Slot {
+    state: AtomicU64,
+    region: AtomicPtr<Region>,
+    /// Free-list link (index + 1, 0 = end); only under the table lock.
+    next_free: AtomicU32,
+}
+
+struct Chunk {
+    slots: [Slot; CHUNK_SLOTS],
+}
+
+/// The region table.
+pub struct Table {
+    chunks: [AtomicPtr<Chunk>; MAX_CHUNKS],
+    // The fields below change only under the table lock.
+    nchunks: AtomicUsize,
+    used: AtomicUsize,
+    free_head: AtomicU32,
+}
+
+/// A region found by [`Table::lookup`], with a reference held.
+pub struct Found<'a, E: Env> {
+    /// The region.
+    pub region: RegionRef<'a, E>,
+    slot: &'a Slot,
+    idx: u32,
+    state: u64,
+}
+
+impl<'a, E: Env> Found<'a, E> {
+    /// The region reference, once the lookup's other uses are over.
+    pub fn into_region(self) -> RegionRef<'a, E> {
+        self.region
+    }
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Table {
+    /// An empty table (no memory until the first insert).
+    pub const fn new() -> Table {
+        Table {
+            chunks: [const { AtomicPtr::new(null_mut()) }; MAX_CHUNKS],
+            nchunks: AtomicUsize::new(0),
+            used: AtomicUsize::new(0),
+            free_head: AtomicU32::new(0),
+        }
+    }
+
+    fn slot(&self, idx: u32) -> Option<&Slot> {
+        let idx = idx as usize;
+        let chunk = self.chunks.get(idx / CHUNK_SLOTS)?.load(Acquire);
+        // SAFETY: published chunks stay allocated until Table::exit, which
+        // runs when no context (hence no caller) is left.
+        let chunk = unsafe { chunk.as_ref() }?;
+        chunk.slots.get(idx % CHUNK_SLOTS)
+    }
+
+    /// Takes a free slot; table lock held.
+    fn alloc_slot(&self) -> KResult<u32> {
+        let head = self.free_head.load(Relaxed);
+        if head != 0 {
+            let slot = self.slot(head - 1).ok_or(ENOMEM)?;
+            self.free_head.store(slot.next_free.load(Relaxed), Relaxed);
+            return Ok(head - 1);
+        }
+        let used = self.used.load(Relaxed);
+        let n = self.nchunks.load(Relaxed);
+        if used == n * CHUNK_SLOTS {
+            let cell = self.chunks.get(n).ok_or(ENOMEM)?;
+            // SAFETY: all-zero is a valid Chunk (atomics at 0, FREE state).
+            let chunk = unsafe { KBox::<Chunk>::try_new_zeroed() }?;
+            cell.store(KBox::into_raw(chunk), Release);
+            self.nchunks.store(n + 1, Relaxed);
+        }
+        self.used.store(used + 1, Relaxed);
+        Ok(used as u32)
+    }
+
+    /// Returns a slot to the free list; table lock held.
+    fn free_slot(&self, idx: u32, slot: &Slot) {
+        slot.region.store(null_mut(), Relaxed);
+        slot.next_free.store(self.free_head.load(Relaxed), Relaxed);
+        self.free_head.store(idx + 1, Relaxed);
+    }
+
+    /// Publishes a region; the table takes over its reference.  Returns the
+    /// cookie.  On failure the region is discarded.
+    pub fn insert<E: Env>(&self, env: &E, stats: &Stats, region: KBox<Region>) -> KResult<u64> {
+        let guard = TableGuard::new(env);
+        let slot = self
+            .alloc_slot()
+            .and_then(|i| Ok((i, self.slot(i).ok_or(ENOMEM)?)));
+        let (idx, slot) = match slot {
+            Ok(s) => s,
+            Err(e) => {
+                drop(guard);
+                Region::discard(region, env, stats);
+                return Err(e);
+            }
+        };
+        let old = slot.state.load(Relaxed);
+        let mut tag = env.random_u32();
+        if tag == tag_of(old) {
+            // Never hand out the cookie this slot had last time, even if
+            // the random source repeats itself.
+            tag = tag.wrapping_add(1);
+        }
+        slot.region.store(KBox::into_raw(region), Relaxed);
+        slot.state
+            .store(make_state(tag, gen_of(old) + 1, ST_LIVE), Release);
+        Ok(((tag as u64) << 32) | (idx as u64 + 1))
+    }
+
+    /// Finds a live region and takes a reference, without consuming it.
+    /// Unknown, destroyed or consumed cookies give EINVAL.
+    pub fn lookup<'a, E: Env>(
+        &'a self,
+        env: &'a E,
+        stats: &'a Stats,
+        cookie: u64,
+    ) -> KResult<Found<'a, E>> {
+        let (idx, tag) = split_cookie(cookie).ok_or(EINVAL)?;
+        let slot = self.slot(idx).ok_or(EINVAL)?;
+        let rcu = RcuGuard::new(env);
+        let state = slot.state.load(Acquire);
+        if state & ST_MASK != ST_LIVE || tag_of(state) != tag {
+            return Err(EINVAL);
+        }
+        let ptr = NonNull::new(slot.region.load(Acquire)).ok_or(EINVAL)?;
+        // SAFETY: we are inside an RCU read-side section and the region was
+        // published in this slot, so its memory is not freed before we leave
+        // the section, even if it is being destroyed.
+        if !unsafe { ptr.as_ref() }.try_get() {
+            return Err(EINVAL);
+        }
+        let again = slot.state.load(Acquire);
+        drop(rcu);
+        // SAFETY: try_get gave us a reference, handed to the RegionRef (its
+        // drop, outside RCU, may be the last put if the slot changed).
+        let region = unsafe { RegionRef::from_owned(ptr, env, stats) };
+        if again != state {
+            return Err(EINVAL);
+        }
+        Ok(Found {
+            region,
+            slot,
+            idx,
+            state,
+        })
+    }
+
+    /// Consumes a single-use region found by [`Table::lookup`]: the caller
+    /// that wins the state transition removes it from the table; any other
+    /// gets EINVAL.  A region that is not single-use is left alone.
+    pub fn consume<E: Env>(&self, env: &E, stats: &Stats, found: &Found<'_, E>) -> KResult<()> {
+        if found.region.attrs().flags & KNEM_FLAG_SINGLEUSE == 0 {
+            return Ok(());
+        }
+        let consumed = with_st(found.state, ST_CONSUMED);
+        if found
+            .slot
+            .state
+            .compare_exchange(found.state, consumed, AcqRel, Relaxed)
+            .is_err()
+        {
+            return Err(EINVAL);
+        }
+        let table_ref = {
+            let _g = TableGuard::new(env);
+            let p = found.slot.region.load(Relaxed);
+            found.slot.state.store(with_st(consumed, ST_FREE), Release);
+            self.free_slot(found.idx, found.slot);
+            p
+        };
+        if let Some(p) = NonNull::new(table_ref) {
+            // SAFETY: the table's reference on the region, handed over by
+            // clearing the slot above.  Ours (in `found`) keeps it alive.
+            unsafe { region::put(p, env, stats) };
+        }
+        Ok(())
+    }
+
+    /// Consumes the single-use ones of two regions found by
+    /// [`Table::lookup`], both or neither: if another copy consumed one of
+    /// them first, the other stays in the table and this gives EINVAL.
+    ///
+    /// Both claims happen under the table lock, so destroy and release
+    /// (which take it too) never see the claim that is undone; a lock-free
+    /// lookup racing with us may see a claimed region as already consumed,
+    /// as it would have had we kept it.
+    pub fn consume_pair<E: Env>(
+        &self,
+        env: &E,
+        stats: &Stats,
+        a: &Found<'_, E>,
+        b: &Found<'_, E>,
+    ) -> KResult<()> {
+        let single = |f: &Found<'_, E>| f.region.attrs().flags & KNEM_FLAG_SINGLEUSE != 0;
+        let claim = |f: &Found<'_, E>| {
+            f.slot
+                .state
+                .compare_exchange(f.state, with_st(f.state, ST_CONSUMED), AcqRel, Relaxed)
+                .is_ok()
+        };
+        let mut refs = [None::<NonNull<Region>>; 2];
+        {
+            let _g = TableGuard::new(env);
+            let (sa, sb) = (single(a), single(b));
+            if sa && !claim(a) {
+                return Err(EINVAL);
+            }
+            if sb && !claim(b) {
+                if sa {
+                    // Undo our claim: nobody else changes a CONSUMED slot,
+                    // and the writers that could are excluded by the lock.
+                    a.slot.state.store(a.state, Release);
+                }
+                return Err(EINVAL);
+            }
+            for ((f, s), r) in [(a, sa), (b, sb)].into_iter().zip(refs.iter_mut()) {
+                if s {
+                    *r = NonNull::new(f.slot.region.load(Relaxed));
+                    f.slot.state.store(with_st(f.state, ST_FREE), Release);
+                    self.free_slot(f.idx, f.slot);
+                }
+            }
+        }
+        for p in refs.into_iter().flatten() {
+            // SAFETY: the table's reference, handed over by freeing the
+            // slot above; the caller's lookups keep the regions alive.
+            unsafe { region::put(p, env, stats) };
+        }
+        Ok(())
+    }
+
+    /// Removes a live region created by context `ctx` (DESTROY_REGION).
+    /// Unknown cookies and other contexts' regions give EINVAL.
+    pub fn destroy<E: Env>(&self, env: &E, stats: &Stats, cookie: u64, ctx: u64) -> KResult<()> {
+        let (idx, tag) = split_cookie(cookie).ok_or(EINVAL)?;
+        let slot = self.slot(idx).ok_or(EINVAL)?;
+        let p = {
+            let _g = TableGuard::new(env);
+            let state = slot.state.load(Acquire);
+            if state & ST_MASK != ST_LIVE || tag_of(state) != tag {
+                return Err(EINVAL);
+            }
+            let p = NonNull::new(slot.region.load(Acquire)).ok_or(EINVAL)?;
+            // SAFETY: a LIVE slot holds the table's reference on its region,
+            // and only table-lock holders (us) can drop it.
+            if unsafe { p.as_ref() }.attrs().owner_ctx != ctx {
+                return Err(EINVAL);
+            }
+            // A single-use consumer may win the race; it then removes it.
+            slot.state
+                .compare_exchange(state, with_st(state, ST_FREE), Release, Relaxed)
+                .map_err(|_| EINVAL)?;
+            self.free_slot(idx, slot);
+            p
+        };
+        // SAFETY: the table's reference, handed over by freeing the slot.
+        unsafe { region::put(p, env, stats) };
+        Ok(())
+    }
+
+    /// Removes every live region of context `ctx` (file release).  Copies
+    /// running against them finish on their own references.
+    pub fn release_ctx<E: Env>(&self, env: &E, stats: &Stats, ctx: u64) {
+        const BATCH: usize = 32;
+        let mut next = 0usize;
+        loop {
+            let mut batch = [None::<NonNull<Region>>; BATCH];
+            let mut n = 0;
+            let used = {
+                let _g = TableGuard::new(env);
+                let used = self.used.load(Relaxed);
+                while next < used && n < BATCH {
+                    let idx = next as u32;
+                    next += 1;
+                    let Some(slot) = self.slot(idx) else { continue };
+                    let state = slot.state.load(Acquire);
+                    if state & ST_MASK != ST_LIVE {
+                        continue;
+                    }
+                    let Some(p) = NonNull::new(slot.region.load(Acquire)) else {
+                        continue;
+                    };
+                    // SAFETY: LIVE slot, table lock held: the table's
+                    // reference keeps the region alive.
+                    if unsafe { p.as_ref() }.attrs().owner_ctx != ctx {
+                        continue;
+                    }
+                    if slot
+                        .state
+                        .compare_exchange(state, with_st(state, ST_FREE), Release, Relaxed)
+                        .is_err()
+                    {
+                        continue; // consumed meanwhile: the consumer removes it
+                    }
+                    self.free_slot(idx, slot);
+                    if let Some(b) = batch.get_mut(n) {
+                        *b = Some(p);
+                    }
+                    n += 1;
+                }
+                used
+            };
+            // Unpinning may take a while: do it without the table lock.
+            for p in batch.iter().flatten() {
+                // SAFETY: the table's reference, handed over by freeing the slot.
+                unsafe { region::put(*p, env, stats) };
+            }
+            if next >= used {
+                break;
+            }
+        }
+    }
+
+    /// Frees the chunks at module unload (no context is left).
+    pub fn exit(&self) {
+        for cell in self.chunks.iter() {
+            let p = cell.swap(null_mut(), AcqRel);
+            if !p.is_null() {
+                // SAFETY: p came from KBox::into_raw in alloc_slot and no
+                // reader is left.
+                drop(unsafe { KBox::from_raw(p) });
+            }
+        }
+        self.nchunks.store(0, Relaxed);
+        self.used.store(0, Relaxed);
+        self.free_head.store(0, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::edge::errno::EINVAL;
+    use crate::plan::layout::{iov, SegList};
+    use crate::state::region::{RegionAttrs, PROT_READ};
+    use crate::testing::mock::MockEnv;
+
+    fn region(env: &MockEnv, stats: &Stats, flags: u32, ctx: u64) -> KBox<Region> {
+        let a = env.map(4096, true);
+        let layout = SegList::new(&[iov(a, 10)]).unwrap();
+        let attrs = RegionAttrs {
+            prot: PROT_READ,
+            flags,
+            owner_ctx: ctx,
+            owner_uid: 0,
+        };
+        Region::create(env, stats, layout, attrs).unwrap()
+    }
+
+    #[test]
+    fn cookie_encoding() {
+        assert_eq!(split_cookie(0), None);
+        assert_eq!(split_cookie(0xffff_ffff_0000_0000), None);
+        assert_eq!(split_cookie(0x1234_5678_0000_0001), Some((0, 0x1234_5678)));
+        let s = make_state(7, GEN_MASK + 1, ST_LIVE);
+        assert_eq!(
+            (tag_of(s), gen_of(s), s & ST_MASK),
+            (7, 0, ST_LIVE),
+            "generation wraps"
+        );
+    }
+
+    #[test]
+    fn lookups_outside_the_table_are_einval() {
+        let (env, stats, t) = (MockEnv::new(), Stats::new(), Table::new());
+        assert_eq!(t.lookup(&env, &stats, 1).err(), Some(EINVAL));
+        let k = t.insert(&env, &stats, region(&env, &stats, 0, 1)).unwrap();
+        let (idx, tag) = split_cookie(k).unwrap();
+        let beyond = ((tag as u64) << 32) | (CHUNK_SLOTS as u64 * 2 + 1);
+        assert_eq!(t.lookup(&env, &stats, beyond).err(), Some(EINVAL));
+        assert_eq!(
+            t.lookup(&env, &stats, ((tag as u64) << 32) | (idx as u64 + 2))
+                .err(),
+            Some(EINVAL)
+        );
+        assert!(t.lookup(&env, &stats, k).is_ok());
+        t.release_ctx(&env, &stats, 1);
+        t.exit();
+    }
+
+    #[test]
+    fn slots_are_reused_and_chunks_grow() {
+        let (env, stats, t) = (MockEnv::new(), Stats::new(), Table::new());
+        let n = CHUNK_SLOTS + 3;
+        let keys: std::vec::Vec<u64> = (0..n)
+            .map(|_| t.insert(&env, &stats, region(&env, &stats, 0, 9)).unwrap())
+            .collect();
+        assert_eq!(t.nchunks.load(Relaxed), 2);
+        assert_eq!(t.destroy(&env, &stats, keys[5], 9), Ok(()));
+        let again = t.insert(&env, &stats, region(&env, &stats, 0, 9)).unwrap();
+        assert_eq!(split_cookie(again).unwrap().0, 5, "freed slot reused first");
+        assert_eq!(t.lookup(&env, &stats, keys[5]).err(), Some(EINVAL));
+        t.release_ctx(&env, &stats, 9);
+        assert_eq!(stats.snapshot().regions, 0);
+        assert_eq!(env.pinned(), 0);
+        t.exit();
+    }
+
+    #[test]
+    fn consume_only_single_use_and_only_once() {
+        let (env, stats, t) = (MockEnv::new(), Stats::new(), Table::new());
+        let plain = t.insert(&env, &stats, region(&env, &stats, 0, 1)).unwrap();
+        let once = t
+            .insert(&env, &stats, region(&env, &stats, KNEM_FLAG_SINGLEUSE, 1))
+            .unwrap();
+        let f = t.lookup(&env, &stats, plain).unwrap();
+        assert_eq!(t.consume(&env, &stats, &f), Ok(()));
+        assert_eq!(t.consume(&env, &stats, &f), Ok(()), "not single-use: stays");
+        let f1 = t.lookup(&env, &stats, once).unwrap();
+        let f2 = t.lookup(&env, &stats, once).unwrap();
+        assert_eq!(t.consume(&env, &stats, &f1), Ok(()));
+        assert_eq!(t.consume(&env, &stats, &f2), Err(EINVAL));
+        assert_eq!(
+            f1.region.refcount(),
+            2,
+            "the two lookups hold it; the table let go"
+        );
+        drop((f, f1, f2));
+        assert_eq!(stats.snapshot().regions, 1);
+        t.release_ctx(&env, &stats, 1);
+        assert_eq!(stats.snapshot().regions, 0);
+        t.exit();
+    }
+}

@@ -1,0 +1,535 @@
+//! A host stand-in for the kernel: a simulated user address space whose
+//! unmapped addresses fault, pinned pages that are host memory, RCU with
+//! deferred frees, and the table mutex.  Used by the unit tests and, with
+//! the `mock` feature, by the fuzz targets.
+
+use crate::edge::errno::{KResult, EFAULT, EINVAL, ENOMEM};
+use crate::edge::shim::{AccessPolicy, Env, OwnerPtr, PagePtr, RcuHead, ShimCtx, PAGE_SIZE};
+use crate::edge::uaccess::{bytes_of, bytes_of_mut, Pod};
+use crate::state::region;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Condvar, Mutex};
+use std::vec::Vec;
+
+#[repr(C, align(4096))]
+struct HostPage([u8; PAGE_SIZE as usize]);
+
+struct Mapping {
+    pages: Vec<Box<HostPage>>,
+    writable: bool,
+}
+
+#[derive(Default)]
+struct Mem {
+    maps: BTreeMap<u64, Mapping>,
+    /// Unmapped mappings whose pages may still be pinned: kept alive.
+    graveyard: Vec<Mapping>,
+    next: u64,
+    pins: HashMap<usize, usize>,
+    dirtied: usize,
+    pin_budget: Option<usize>,
+    /// Most pages one pin call returns, as the shim's per-VMA short pins.
+    pin_max: Option<usize>,
+}
+
+impl Mem {
+    fn find(&mut self, addr: u64) -> Option<(&mut Mapping, usize, usize)> {
+        let (&start, m) = self.maps.range_mut(..=addr).next_back()?;
+        let rel = addr - start;
+        let page = (rel / PAGE_SIZE) as usize;
+        if page >= m.pages.len() {
+            return None;
+        }
+        Some((m, page, (rel % PAGE_SIZE) as usize))
+    }
+
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        let mut done = 0usize;
+        while done < out.len() {
+            let Some(a) = addr.checked_add(done as u64) else {
+                return false;
+            };
+            let Some((m, p, o)) = self.find(a) else {
+                return false;
+            };
+            let n = (PAGE_SIZE as usize - o).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&m.pages[p].0[o..o + n]);
+            done += n;
+        }
+        true
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8], check: bool) -> bool {
+        // Check everything first so a fault writes nothing (simpler tests).
+        let mut done = 0usize;
+        while done < data.len() {
+            let Some(a) = addr.checked_add(done as u64) else {
+                return false;
+            };
+            match self.find(a) {
+                Some((m, _, o)) if m.writable || !check => {
+                    done += (PAGE_SIZE as usize - o).min(data.len() - done)
+                }
+                _ => return false,
+            }
+        }
+        done = 0;
+        while done < data.len() {
+            let (m, p, o) = self.find(addr + done as u64).unwrap();
+            let n = (PAGE_SIZE as usize - o).min(data.len() - done);
+            m.pages[p].0[o..o + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+        true
+    }
+}
+
+#[derive(Default)]
+struct Rcu {
+    readers: usize,
+    pending: Vec<usize>,
+}
+
+/// The mock kernel.
+pub struct MockEnv {
+    mem: Mutex<Mem>,
+    rcu: Mutex<Rcu>,
+    table: Mutex<bool>,
+    table_cv: Condvar,
+    rng: AtomicU32,
+    forced_random: Mutex<Option<u32>>,
+    /// Regions freed through RCU.
+    pub rcu_freed: AtomicUsize,
+    ctx: Mutex<bool>,
+    ctx_cv: Condvar,
+    /// ctx_kick calls (requests queued).
+    pub kicks: AtomicUsize,
+    /// ctx_notify calls (notifications queued).
+    pub notifies: AtomicUsize,
+    /// The last BIND_OFFLOAD choice: flags and mask.
+    pub bound: Mutex<Option<(u32, Vec<u8>)>>,
+    /// Pages charged to the (single) mock mm: its `pinned_vm`.
+    pub pinned_vm: AtomicU64,
+    /// RLIMIT_MEMLOCK in pages; None: unlimited (CAP_IPC_LOCK).
+    pub memlock_pages: Mutex<Option<u64>>,
+    /// Owner records not yet put.
+    pub owners: AtomicUsize,
+    /// The `ptrace` access policy is in force.
+    pub ptrace_policy: AtomicBool,
+    /// Under it, ptrace_may_access() says no.
+    pub ptrace_denied: AtomicBool,
+    /// The simulated DMA engine (off unless a test turns it on).
+    pub dma: crate::testing::mock_dma::MockDma,
+}
+
+impl MockEnv {
+    /// An empty address space.
+    pub fn new() -> MockEnv {
+        MockEnv {
+            mem: Mutex::new(Mem {
+                next: 0x10_0000,
+                ..Mem::default()
+            }),
+            rcu: Mutex::new(Rcu::default()),
+            table: Mutex::new(false),
+            table_cv: Condvar::new(),
+            rng: AtomicU32::new(0x1234_5678),
+            forced_random: Mutex::new(None),
+            rcu_freed: AtomicUsize::new(0),
+            ctx: Mutex::new(false),
+            ctx_cv: Condvar::new(),
+            kicks: AtomicUsize::new(0),
+            notifies: AtomicUsize::new(0),
+            bound: Mutex::new(None),
+            pinned_vm: AtomicU64::new(0),
+            memlock_pages: Mutex::new(None),
+            owners: AtomicUsize::new(0),
+            ptrace_policy: AtomicBool::new(false),
+            ptrace_denied: AtomicBool::new(false),
+            dma: Default::default(),
+        }
+    }
+
+    /// Maps `len` bytes (at least one page), zeroed, with an unmapped guard
+    /// page after; returns the page-aligned user address.
+    pub fn map(&self, len: u64, writable: bool) -> u64 {
+        let n = len.div_ceil(PAGE_SIZE).max(1);
+        let mut mem = self.mem.lock().unwrap();
+        let start = mem.next;
+        mem.next += (n + 1) * PAGE_SIZE;
+        let pages = (0..n)
+            .map(|_| Box::new(HostPage([0; PAGE_SIZE as usize])))
+            .collect();
+        mem.maps.insert(start, Mapping { pages, writable });
+        start
+    }
+
+    /// Unmaps the mapping starting at `start` (pinned pages stay valid).
+    pub fn unmap(&self, start: u64) {
+        let mut mem = self.mem.lock().unwrap();
+        let m = mem.maps.remove(&start).expect("not a mapping");
+        mem.graveyard.push(m);
+    }
+
+    /// Writes bytes into the address space (ignoring write protection).
+    pub fn fill(&self, addr: u64, data: &[u8]) {
+        assert!(
+            self.mem.lock().unwrap().write(addr, data, false),
+            "fill of unmapped memory"
+        );
+    }
+
+    /// Reads bytes from the address space.
+    pub fn peek(&self, addr: u64, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        assert!(
+            self.mem.lock().unwrap().read(addr, &mut v),
+            "peek of unmapped memory"
+        );
+        v
+    }
+
+    /// Maps a copy of `v` (writable) and returns its address.
+    pub fn put<T: Pod>(&self, v: &T) -> u64 {
+        self.put_slice(std::slice::from_ref(v))
+    }
+
+    /// Maps a copy of `v` (writable) and returns its address.
+    pub fn put_slice<T: Pod>(&self, v: &[T]) -> u64 {
+        let a = self.map(std::mem::size_of_val(v) as u64, true);
+        self.fill(a, bytes_of(v));
+        a
+    }
+
+    /// Reads a `T` back.
+    pub fn get<T: Pod>(&self, addr: u64) -> T {
+        let mut v = [T::default()];
+        let b = self.peek(addr, std::mem::size_of::<T>());
+        bytes_of_mut(&mut v).copy_from_slice(&b);
+        v[0]
+    }
+
+    /// Pins currently held.
+    pub fn pinned(&self) -> usize {
+        self.mem.lock().unwrap().pins.values().sum()
+    }
+
+    /// Pages unpinned dirty so far.
+    pub fn dirtied(&self) -> usize {
+        self.mem.lock().unwrap().dirtied
+    }
+
+    /// Caps the pages one pin call returns (None: unlimited), as the shim
+    /// does per VMA and per batch.
+    pub fn set_pin_max(&self, n: Option<usize>) {
+        self.mem.lock().unwrap().pin_max = n;
+    }
+
+    /// Lets only `n` more pages be pinned (None: unlimited).
+    pub fn set_pin_budget(&self, n: Option<usize>) {
+        self.mem.lock().unwrap().pin_budget = n;
+    }
+
+    /// Makes random_u32 return `v` (None: pseudo-random again).
+    pub fn force_random(&self, v: Option<u32>) {
+        *self.forced_random.lock().unwrap() = v;
+    }
+
+    fn free_now(&self, heads: Vec<usize>) {
+        for h in heads {
+            // SAFETY: h came from call_rcu, i.e. from region::put, once,
+            // and every reader that could see it has left.
+            unsafe { region::rcu_free(h as *mut RcuHead) };
+            self.rcu_freed.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+impl Default for MockEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env for MockEnv {
+    fn copy_from_user(&self, dst: &mut [u8], src: u64) -> KResult<()> {
+        if self.mem.lock().unwrap().read(src, dst) {
+            Ok(())
+        } else {
+            Err(EFAULT)
+        }
+    }
+
+    fn copy_to_user(&self, dst: u64, src: &[u8]) -> KResult<()> {
+        if self.mem.lock().unwrap().write(dst, src, true) {
+            Ok(())
+        } else {
+            Err(EFAULT)
+        }
+    }
+
+    fn pin_pages(&self, start: u64, write: bool, pages: &mut [PagePtr]) -> KResult<usize> {
+        assert_eq!(start % PAGE_SIZE, 0, "pin of an unaligned address");
+        let mut mem = self.mem.lock().unwrap();
+        let mut n = 0;
+        for (i, out) in pages.iter_mut().enumerate() {
+            if mem.pin_budget == Some(0) || mem.pin_max == Some(n) {
+                break;
+            }
+            let Some((m, p, _)) = start
+                .checked_add(i as u64 * PAGE_SIZE)
+                .and_then(|a| mem.find(a))
+            else {
+                break;
+            };
+            if write && !m.writable {
+                break;
+            }
+            let host = &mut *m.pages[p] as *mut HostPage as usize;
+            *out = PagePtr(host as *mut _);
+            *mem.pins.entry(host).or_insert(0) += 1;
+            if let Some(b) = mem.pin_budget.as_mut() {
+                *b -= 1;
+            }
+            n += 1;
+        }
+        if n == 0 {
+            Err(EFAULT)
+        } else {
+            Ok(n)
+        }
+    }
+
+    unsafe fn unpin_pages(&self, pages: &[PagePtr], dirty: bool) {
+        let mut mem = self.mem.lock().unwrap();
+        for p in pages {
+            let c = mem
+                .pins
+                .get_mut(&(p.0 as usize))
+                .expect("unpin of a page that is not pinned");
+            assert!(*c > 0, "unpin of a page that is not pinned");
+            *c -= 1;
+            if dirty {
+                mem.dirtied += 1;
+            }
+        }
+    }
+
+    unsafe fn copy_page_user(
+        &self,
+        page: PagePtr,
+        off: u32,
+        uaddr: u64,
+        len: u32,
+        to_user: bool,
+    ) -> KResult<()> {
+        assert!(off as u64 + len as u64 <= PAGE_SIZE);
+        let mut mem = self.mem.lock().unwrap();
+        assert!(
+            mem.pins.get(&(page.0 as usize)).copied().unwrap_or(0) > 0,
+            "copy from an unpinned page"
+        );
+        let host = (page.0 as *mut u8).wrapping_add(off as usize);
+        let mut buf = vec![0u8; len as usize];
+        if to_user {
+            // SAFETY: a pinned host page (checked above), range within it.
+            unsafe { std::ptr::copy(host, buf.as_mut_ptr(), len as usize) };
+            if mem.write(uaddr, &buf, true) {
+                Ok(())
+            } else {
+                Err(EFAULT)
+            }
+        } else {
+            if !mem.read(uaddr, &mut buf) {
+                return Err(EFAULT);
+            }
+            // SAFETY: as above.
+            unsafe { std::ptr::copy(buf.as_ptr(), host, len as usize) };
+            Ok(())
+        }
+    }
+
+    unsafe fn copy_page_page(
+        &self,
+        dst: PagePtr,
+        dst_off: u32,
+        src: PagePtr,
+        src_off: u32,
+        len: u32,
+    ) {
+        assert!(
+            dst_off as u64 + len as u64 <= PAGE_SIZE && src_off as u64 + len as u64 <= PAGE_SIZE
+        );
+        let _mem = self.mem.lock().unwrap();
+        // SAFETY: pinned host pages, ranges within them (caller contract);
+        // the memory lock serialises every access to page contents.
+        unsafe {
+            std::ptr::copy(
+                (src.0 as *const u8).add(src_off as usize),
+                (dst.0 as *mut u8).add(dst_off as usize),
+                len as usize,
+            )
+        };
+    }
+
+    fn random_u32(&self) -> u32 {
+        if let Some(v) = *self.forced_random.lock().unwrap() {
+            return v;
+        }
+        let mut x = self.rng.load(Relaxed);
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng.store(x, Relaxed);
+        x
+    }
+
+    fn rcu_read_lock(&self) {
+        self.rcu.lock().unwrap().readers += 1;
+    }
+
+    fn rcu_read_unlock(&self) {
+        let heads = {
+            let mut r = self.rcu.lock().unwrap();
+            r.readers -= 1;
+            if r.readers == 0 {
+                std::mem::take(&mut r.pending)
+            } else {
+                Vec::new()
+            }
+        };
+        self.free_now(heads);
+    }
+
+    unsafe fn call_rcu(&self, head: *mut RcuHead) {
+        let now = {
+            let mut r = self.rcu.lock().unwrap();
+            if r.readers == 0 {
+                true
+            } else {
+                r.pending.push(head as usize);
+                false
+            }
+        };
+        if now {
+            self.free_now(vec![head as usize]);
+        }
+    }
+
+    fn table_lock(&self) {
+        let mut locked = self.table.lock().unwrap();
+        while *locked {
+            locked = self.table_cv.wait(locked).unwrap();
+        }
+        *locked = true;
+    }
+
+    fn table_unlock(&self) {
+        *self.table.lock().unwrap() = false;
+        self.table_cv.notify_one();
+    }
+
+    /// One mutex for every context: enough to serialise the tests' threads.
+    fn ctx_lock(&self, _shim: ShimCtx) {
+        let mut locked = self.ctx.lock().unwrap();
+        while *locked {
+            locked = self.ctx_cv.wait(locked).unwrap();
+        }
+        *locked = true;
+    }
+
+    fn ctx_unlock(&self, _shim: ShimCtx) {
+        *self.ctx.lock().unwrap() = false;
+        self.ctx_cv.notify_one();
+    }
+
+    fn ctx_kick(&self, _shim: ShimCtx) {
+        self.kicks.fetch_add(1, SeqCst);
+    }
+
+    fn ctx_notify(&self, _shim: ShimCtx) {
+        self.notifies.fetch_add(1, SeqCst);
+    }
+
+    /// Like the shim: a CUSTOM mask must name a CPU (the mock has 64).
+    fn ctx_bind(&self, _shim: ShimCtx, flags: u32, mask: &[u8]) -> KResult<()> {
+        if flags == knem_abi::KNEM_BIND_FLAG_CUSTOM && mask.iter().take(8).all(|&b| b == 0) {
+            return Err(EINVAL);
+        }
+        *self.bound.lock().unwrap() = Some((flags, mask.to_vec()));
+        Ok(())
+    }
+
+    /// Like the shim: charge, refuse over the limit, record the charge.
+    fn owner_new(&self, pages: u64) -> KResult<OwnerPtr> {
+        let now = self.pinned_vm.fetch_add(pages, SeqCst) + pages;
+        if matches!(*self.memlock_pages.lock().unwrap(), Some(lim) if now > lim) {
+            self.pinned_vm.fetch_sub(pages, SeqCst);
+            return Err(ENOMEM);
+        }
+        self.owners.fetch_add(1, SeqCst);
+        Ok(OwnerPtr(Box::into_raw(Box::new(pages)).cast()))
+    }
+
+    unsafe fn owner_put(&self, owner: OwnerPtr) {
+        // SAFETY: owner_new made it from a Box<u64>; put once (contract).
+        let pages = *unsafe { Box::from_raw(owner.0.cast::<u64>()) };
+        self.pinned_vm.fetch_sub(pages, SeqCst);
+        self.owners.fetch_sub(1, SeqCst);
+    }
+
+    fn access_policy(&self) -> AccessPolicy {
+        if self.ptrace_policy.load(SeqCst) {
+            AccessPolicy::Ptrace
+        } else {
+            AccessPolicy::Uid
+        }
+    }
+
+    fn may_access(&self, owner: OwnerPtr) -> bool {
+        assert!(!owner.0.is_null(), "a region without an owner record");
+        !self.ptrace_denied.load(SeqCst)
+    }
+
+    fn dma_usable(&self) -> bool {
+        self.dma.usable()
+    }
+
+    fn dma_min(&self) -> u64 {
+        self.dma.min.load(SeqCst)
+    }
+
+    fn dma_begin(&self) -> Option<crate::edge::shim::DmaBatch> {
+        self.dma.begin()
+    }
+
+    unsafe fn dma_copy(
+        &self,
+        b: crate::edge::shim::DmaBatch,
+        dst: PagePtr,
+        dst_off: u32,
+        src: PagePtr,
+        src_off: u32,
+        len: u32,
+    ) -> KResult<()> {
+        // SAFETY: the caller's contract is MockDma::copy's.
+        unsafe { self.dma.copy(b, dst, dst_off, src, src_off, len) };
+        Ok(())
+    }
+
+    fn dma_end(&self, b: crate::edge::shim::DmaBatch) -> KResult<()> {
+        self.dma.end(self, b)
+    }
+
+    unsafe fn dma_finish_async(
+        &self,
+        b: crate::edge::shim::DmaBatch,
+        _shim: ShimCtx,
+        slot: *mut u8,
+        token: *mut core::ffi::c_void,
+        failed: bool,
+    ) {
+        self.dma.finish_async(b, slot, token, failed);
+    }
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests: ioctls through the device on the mock kernel, each
+//! file one area, all on the wrappers of [`helpers`].
+
+mod dma;
+mod harden;
+mod helpers;
+mod layers;
+mod offload;
+mod sync;
