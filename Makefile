@@ -234,6 +234,7 @@ LIBPKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DKMS_SRCDIR ?= $(PREFIX)/src/$(DIST_NAME)
 UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
+SECLIMITSDIR ?= /etc/security/limits.d
 BINDIR ?= $(PREFIX)/bin
 
 .PHONY: buildinfo check-buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
@@ -340,6 +341,7 @@ install-dkms:
 		-type f -print | sort | tar -cf - --no-recursion -T - | tar -xf - -C $(DESTDIR)$(DKMS_SRCDIR)
 	install -D -m 0644 packaging/60-knem.rules $(DESTDIR)$(UDEVRULESDIR)/60-knem.rules
 	install -D -m 0644 packaging/modules-load-knem.conf $(DESTDIR)$(MODULESLOADDIR)/knem.conf
+	install -D -m 0644 packaging/limits-knem-rs.conf $(DESTDIR)$(SECLIMITSDIR)/knem-rs.conf
 
 # The Debian package's kernel hooks (see packaging/dkms-build.in).
 KERNELHOOKDIR ?= /etc/kernel

@@ -60,7 +60,8 @@ struct knem_core_ctx;
 	X(err_enomem, "ioctls failed with ENOMEM")                        \
 	X(err_ebusy, "ioctls failed with EBUSY")                          \
 	X(err_enotty, "ioctls failed with ENOTTY")                        \
-	X(err_other, "ioctls failed with another errno")
+	X(err_other, "ioctls failed with another errno")                  \
+	X(pins_refused_memlock, "pins refused by RLIMIT_MEMLOCK")
 
 struct knem_core_stats {
 #define KNEM_CORE_STATS_FIELD(field, what) u64 field;
@@ -231,8 +232,9 @@ int knem_shim_ctx_bind(void *shim, u32 flags, const void *mask, u32 len);
  * The owner record of pinned pages (knem_owner.c).  Before pinning pages
  * pages of the current task, the core asks for a record: it charges them
  * to the task's mm->pinned_vm, against RLIMIT_MEMLOCK unless CAP_IPC_LOCK
- * or the account_pinned=0 parameter exempts it (-ENOMEM then, with one
- * rate-limited log line), and remembers the process.  knem_shim_owner_put()
+ * or the account_pinned=0 parameter exempts it (-EDQUOT then, with one
+ * rate-limited log line; the core counts it and returns -ENOMEM, as KNEM
+ * does), and remembers the process.  knem_shim_owner_put()
  * uncharges the same mm, from any task, and frees the record.
  */
 int knem_shim_owner_new(u64 pages, void **owner);

@@ -87,7 +87,10 @@ struct knem_owner {
 	u64 pages;
 };
 
-/* Charge pages to mm; -ENOMEM over RLIMIT_MEMLOCK unless exempt. */
+/*
+ * Charge pages to mm; -EDQUOT over RLIMIT_MEMLOCK unless exempt, so that
+ * the core can tell the limit from a failed allocation.
+ */
 static int knem_charge(struct mm_struct *mm, u64 pages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
@@ -97,10 +100,11 @@ static int knem_charge(struct mm_struct *mm, u64 pages)
 	    capable(CAP_IPC_LOCK))
 		return 0;
 	atomic64_sub(pages, &mm->pinned_vm);
-	pr_info_ratelimited("knem: %s[%d]: pinning %llu more pages exceeds RLIMIT_MEMLOCK (%lu KiB; ulimit -l, or knem account_pinned=0)\n",
-			    current->comm, task_tgid_vnr(current), pages,
-			    limit << (PAGE_SHIFT - 10));
-	return -ENOMEM;
+	pr_info_ratelimited("knem: %s[%d]: pinning %llu more KiB exceeds RLIMIT_MEMLOCK (%lu KiB, %llu KiB pinned already): raise memlock (ulimit -l, /etc/security/limits.d/) or load knem with account_pinned=0\n",
+			    current->comm, task_tgid_vnr(current),
+			    pages << (PAGE_SHIFT - 10), limit << (PAGE_SHIFT - 10),
+			    (u64)(now - (s64)pages) << (PAGE_SHIFT - 10));
+	return -EDQUOT;
 }
 
 int knem_shim_owner_new(u64 pages, void **owner)

@@ -274,6 +274,7 @@ nothing_left() {
 	fi
 	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \
 		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf \
+		/etc/security/limits.d/knem-rs.conf \
 		/usr/include/knem_io.h /usr/include/knem_rs.h /usr/share/pkgconfig/knem-rs.pc \
 		$libdir/libknem_rs.* $libdir/pkgconfig/knem_rs.pc \
 		/usr/share/doc/knem-rs-dkms /usr/share/doc/libknem-rs0 /usr/share/doc/libknem-rs-dev \

@@ -37,7 +37,8 @@ cat_prints_stats() {
 # Every counter the core exports, each in its own file, all zero at load.
 counters="contexts regions pinned_pages regions_created bytes_inline_read
 bytes_inline_write bytes_region_copy bytes_async copies_failed err_einval
-err_eperm err_eacces err_efault err_enomem err_ebusy err_enotty err_other"
+err_eperm err_eacces err_efault err_enomem err_ebusy err_enotty err_other
+pins_refused_memlock"
 
 counter_zero() { [ "$(cat "/sys/class/misc/knem/$1")" = 0 ]; }
 

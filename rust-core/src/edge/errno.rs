@@ -23,6 +23,9 @@ pub const EBUSY: Errno = Errno(16);
 pub const EINVAL: Errno = Errno(22);
 /// Inappropriate ioctl for device.
 pub const ENOTTY: Errno = Errno(25);
+/// Quota exceeded: the shim's owner_new over RLIMIT_MEMLOCK, which the
+/// core counts and turns into ENOMEM (what KNEM returns).
+pub const EDQUOT: Errno = Errno(122);
 
 impl Errno {
     /// The negative value returned to the shim.

@@ -217,8 +217,8 @@ pub trait Env: Sync {
     }
     /// Records the current process as the owner of `pages` pages about to
     /// be pinned and charges them to its mm (`pinned_vm`, against
-    /// RLIMIT_MEMLOCK unless the shim's policy says otherwise): ENOMEM over
-    /// the limit.
+    /// RLIMIT_MEMLOCK unless the shim's policy says otherwise): EDQUOT over
+    /// the limit, ENOMEM if the record cannot be allocated.
     fn owner_new(&self, pages: u64) -> KResult<OwnerPtr>;
     /// Uncharges the pages of an owner record and frees it.  May run in
     /// any task (the offload thread, another process's close).

@@ -6,7 +6,7 @@
 //! (dirtying them when the region was writable) and hands the memory to
 //! RCU, which frees it in [`rcu_free`] once no reader can still see it.
 
-use crate::edge::errno::{KResult, EFAULT, ENOMEM};
+use crate::edge::errno::{KResult, EDQUOT, EFAULT, ENOMEM};
 use crate::edge::kalloc::{KArray, KBox};
 use crate::edge::shim::{Env, OwnerPtr, PagePtr, RcuHead, PAGE_SIZE};
 use crate::plan::layout::SegList;
@@ -113,8 +113,16 @@ impl Region {
             counted,
         })?;
         // Charged before pinning, as RDMA does: over RLIMIT_MEMLOCK nothing
-        // gets pinned at all.
-        region.owner = env.owner_new(n as u64)?;
+        // gets pinned at all.  The client sees ENOMEM, as from KNEM; the
+        // counter tells the administrator that the limit was the cause.
+        region.owner = env.owner_new(n as u64).map_err(|e| {
+            if e == EDQUOT {
+                stats::add(&stats.pins_refused_memlock, 1);
+                ENOMEM
+            } else {
+                e
+            }
+        })?;
         let write = attrs.prot & PROT_WRITE != 0;
         let mut pinned = 0usize;
         let r = &mut *region;

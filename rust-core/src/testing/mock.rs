@@ -3,7 +3,7 @@
 //! deferred frees, and the table mutex.  Used by the unit tests and, with
 //! the `mock` feature, by the fuzz targets.
 
-use crate::edge::errno::{KResult, EFAULT, EINVAL, ENOMEM};
+use crate::edge::errno::{KResult, EDQUOT, EFAULT, EINVAL};
 use crate::edge::shim::{AccessPolicy, Env, OwnerPtr, PagePtr, RcuHead, ShimCtx, PAGE_SIZE};
 use crate::edge::uaccess::{bytes_of, bytes_of_mut, Pod};
 use crate::state::region;
@@ -466,7 +466,7 @@ impl Env for MockEnv {
         let now = self.pinned_vm.fetch_add(pages, SeqCst) + pages;
         if matches!(*self.memlock_pages.lock().unwrap(), Some(lim) if now > lim) {
             self.pinned_vm.fetch_sub(pages, SeqCst);
-            return Err(ENOMEM);
+            return Err(EDQUOT);
         }
         self.owners.fetch_add(1, SeqCst);
         Ok(OwnerPtr(Box::into_raw(Box::new(pages)).cast()))

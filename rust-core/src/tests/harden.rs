@@ -47,6 +47,7 @@ fn pinned_pages_are_charged_and_refused_over_the_limit() {
     assert_eq!(inline(&d, &c, &r), OK);
     assert_eq!(d.env.pinned_vm.load(SeqCst), 1, "local pin uncharged");
     assert_eq!(d.stats.snapshot().err_enomem, 2);
+    assert_eq!(d.stats.snapshot().pins_refused_memlock, 2);
 
     *d.env.memlock_pages.lock().unwrap() = None;
     let big = create(&d, &c, &[(a, 8 * 4096)], RW, 0).unwrap();

@@ -100,6 +100,7 @@ const TESTS: &[Test] = &[
     ("dma_engine_provider_unload",              t_dma::engine_provider_unload),
     // Issue 4: hardening.
     ("memlock_limit_enforced",                  t_harden::memlock_limit_enforced),
+    ("memlock_refusals_counted",                t_harden::memlock_refusals_counted),
     ("memlock_cap_ipc_lock_bypasses",           t_harden::memlock_cap_ipc_lock_bypasses),
     ("memlock_account_pinned_off",              t_harden::memlock_account_pinned_off),
     ("cookie_guessing_misses",                  t_harden::cookie_guessing_misses),

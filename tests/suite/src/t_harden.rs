@@ -127,13 +127,62 @@ pub fn memlock_limit_enforced() -> TestResult {
             expect_vm_pin("after close", 0)
         })?;
         peer.finish()?;
-        // The refusal is explained once in the kernel log (rate-limited).
+        // The refusal is explained once in the kernel log (rate-limited),
+        // naming the process and the limit.
         let log = std::process::Command::new("dmesg").output().ctx("dmesg")?;
         let log = String::from_utf8_lossy(&log.stdout);
         ensure!(
             log.lines()
-                .any(|l| l.contains("knem:") && l.contains("RLIMIT_MEMLOCK (64 KiB")),
-            "no kernel log line naming RLIMIT_MEMLOCK"
+                .any(|l| l.contains("knem: knem-tests[")
+                    && l.contains("exceeds RLIMIT_MEMLOCK (64 KiB")),
+            "no kernel log line naming the process and RLIMIT_MEMLOCK"
+        );
+        Ok(())
+    })
+}
+
+/// Each pin the limit refuses is counted in pins_refused_memlock and the
+/// client's error says what to change; a pin under the limit, or one that
+/// CAP_IPC_LOCK lets through, is not counted.
+pub fn memlock_refusals_counted() -> TestResult {
+    const COUNTER: &str = "pins_refused_memlock";
+    with_setup(&[("account_pinned", "1")], || {
+        let before = crate::stats::counter(COUNTER)?;
+        let peer = spawn_peer(|_| {
+            set_memlock(4)?;
+            become_nobody()?;
+            let dev = Device::open().ctx("open as nobody")?;
+            let mem = Mem::new(16)?;
+            let a = region(&dev, &mem, 4 * PAGE, RegionFlags::NONE)?;
+            let e = match try_region(&dev, &mem, PAGE) {
+                Err(e) => e,
+                Ok(c) => return Err(format!("a 5th page under a 4-page limit: {c:?}")),
+            };
+            let msg = e.to_string();
+            ensure!(
+                e.errno() == Some(Errno::ENOMEM)
+                    && msg.contains("RLIMIT_MEMLOCK")
+                    && msg.contains("/etc/security/limits.d/"),
+                "the error does not say what to change: {msg}"
+            );
+            expect_errno("16 pages", try_region(&dev, &mem, 16 * PAGE), Errno::ENOMEM)?;
+            dev.destroy_region(a).ctx("destroy")
+        })?;
+        peer.finish()?;
+        let refused = crate::stats::counter(COUNTER)? - before;
+        ensure!(refused == 2, "{COUNTER} grew by {refused}, expected 2");
+        let peer = spawn_peer(|_| {
+            set_memlock(4)?;
+            let dev = Device::open().ctx("open as root")?;
+            let mem = Mem::new(16)?;
+            let c = region(&dev, &mem, 16 * PAGE, RegionFlags::NONE)?;
+            dev.destroy_region(c).ctx("destroy")
+        })?;
+        peer.finish()?;
+        let refused = crate::stats::counter(COUNTER)? - before;
+        ensure!(
+            refused == 2,
+            "CAP_IPC_LOCK: {COUNTER} grew to +{refused}, expected +2"
         );
         Ok(())
     })

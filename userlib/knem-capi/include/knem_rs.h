@@ -23,6 +23,10 @@
  *               rank fails alike and no one waits.  Nothing was copied.
  *   -ETIMEDOUT  a peer did not arrive within $KNEM_RS_TIMEOUT seconds
  *               (default 120).
+ *   -ENOMEM     also when the knem transport could not pin a buffer under
+ *               the process's RLIMIT_MEMLOCK: knem_rs_last_error() then
+ *               names the bytes and the limit and says what to raise
+ *               (memlock in /etc/security/limits.d/, or CAP_IPC_LOCK).
  *   -ENOTRECOVERABLE  an internal error (a bug in knem-rs) was caught at
  *               the API edge; the team or transport involved may be left
  *               mid-operation and should be closed.  A Rust panic never

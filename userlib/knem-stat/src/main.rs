@@ -166,6 +166,21 @@ fn format_table(s: &Sample, dir: &Path) -> String {
     out
 }
 
+/// Lines for the administrator about counters that mean lost performance
+/// and have a known fix.
+fn warnings(s: &Sample) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(n) = s.get("pins_refused_memlock").filter(|&n| n > 0) {
+        out.push(format!(
+            "warning: RLIMIT_MEMLOCK refused {n} pin(s), so those transfers did not use knem's \
+             single copy: raise memlock for the users of MPI jobs (ulimit -l; \
+             /etc/security/limits.d/knem-rs.conf has an example) or load knem with \
+             account_pinned=0"
+        ));
+    }
+    out
+}
+
 /// JSON of one sample: `{"sysfs": DIR, "counters": {NAME: VALUE, ...}}`.
 fn format_json(s: &Sample, dir: &Path) -> String {
     let mut out = String::from("{\"sysfs\":");
@@ -290,6 +305,9 @@ fn format_watch_json(ds: &[Delta], secs: f64, dir: &Path) -> String {
 
 fn run(cli: &Cli) -> Result<(), String> {
     let first = read_sample(&cli.sysfs)?;
+    for w in warnings(&first) {
+        eprintln!("knem-stat: {w}");
+    }
     let Some(secs) = cli.watch else {
         if cli.json {
             println!("{}", format_json(&first, &cli.sysfs));
@@ -433,6 +451,23 @@ mod tests {
         f.set("uevent", "MAJOR=10\n");
         let e = read_sample(&f.0).unwrap_err();
         assert!(e.contains("no counters"), "{e}");
+    }
+
+    #[test]
+    fn memlock_refusals_give_a_warning_with_the_fix() {
+        let f = FakeSysfs::new("memlock");
+        f.set("contexts", "0\n");
+        f.set("pins_refused_memlock", "0\n");
+        assert!(warnings(&read_sample(&f.0).unwrap()).is_empty());
+        f.set("pins_refused_memlock", "17\n");
+        let w = warnings(&read_sample(&f.0).unwrap());
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("warning: RLIMIT_MEMLOCK refused 17 pin(s)"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].contains("/etc/security/limits.d/"), "{}", w[0]);
     }
 
     #[test]

@@ -235,9 +235,11 @@ impl Device {
             protection: prot.bits(),
             ..Default::default()
         };
+        let bytes = segments.iter().fold(0u64, |t, s| t.saturating_add(s.len()));
         // SAFETY: a knem_cmd_create_region whose iovec array is `segments`,
         // alive for the call; the caller vouches for the segments.
-        unsafe { self.ioctl(cmd::CREATE_REGION, &mut arg)? };
+        unsafe { self.ioctl(cmd::CREATE_REGION, &mut arg) }
+            .map_err(Error::pin("CREATE_REGION", bytes))?;
         Ok(Cookie::from_raw(arg.cookie))
     }
 
