@@ -4,6 +4,7 @@
 #   make build      host crates, the Rust kernel object, knem.ko for every kernel
 #   make test       everything CI runs: host tests, ABI checks, VM suites
 #   make vm-test    the in-VM suite on each kernel of VM_KERNELS
+#   make interop    UCX and Open MPI over the module on each kernel of VM_KERNELS
 #   make module     knem.ko for each kernel of KVERS
 #
 # KVERS defaults to every kernel that has both an image in /boot and headers.
@@ -23,7 +24,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
-	bench-smoke fuzz fuzz-smoke fuzz-core-smoke \
+	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-ompi5 \
 	host-test abi-test vm-test test \
 	fmt-check clippy clean
 
@@ -89,6 +90,21 @@ vm-test: module tests-bin coll-bin
 		tests/vm/run --kernel $$k --timeout 900 --add tests/vm/load-cycles.sh \
 			--add $(TESTS_BIN) -- load-cycles.sh 200; \
 	done
+
+# Real clients over the module, on each kernel of VM_KERNELS: Debian's UCX
+# rebuilt with knem, Debian's Open MPI 4.1.4 over it, each job checked
+# against knem's byte counters (tests/interop/run.sh).
+STAT_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-stat
+stat-bin:
+	$(STATIC_BUILD) -p knem-stat
+
+interop: module stat-bin
+	tests/interop/run.sh --knem-stat $(STAT_BIN) $(foreach k,$(VM_KERNELS),--kernel $(k))
+
+# Open MPI 5 from Debian's source with smsc/knem, same program and checks;
+# not in `make test` (the build takes about 15 minutes).
+interop-ompi5: module
+	tests/interop/ompi5.sh $(foreach k,$(VM_KERNELS),--kernel $(k))
 
 # knem-bench, static so the same binary runs on the host and in the VM.
 BENCH_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-bench
@@ -164,8 +180,8 @@ fuzz-core-smoke:
 			$(FUZZ_CORE_DIR)/$$t.log; \
 	done
 
-TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test fuzz-smoke \
-	package-test bench-smoke
+TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test interop \
+	fuzz-smoke package-test bench-smoke
 test: $(TEST_STAGES)
 	@echo "make test stages: $(words $(TEST_STAGES)) passed, 0 failed"
 

@@ -1,0 +1,156 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# Runs in the VM, in the host's root filesystem (tests/vm/run --host-root),
+# with knem.ko loaded: real UCX and Open MPI programs over /dev/knem, each
+# checked against the module's counters.
+#
+#   guest.sh UCX_PREFIX MPI_CHECK KNEM_STAT
+#
+# UCX_PREFIX is UCX rebuilt with knem (tests/interop/build-ucx.sh), MPI_CHECK
+# tests/interop/mpi_check.c built with Debian's mpicc, KNEM_STAT the tool.
+# Each check prints one line
+#   interop: <check>: knem bytes +N (expected N), failed copies 0, regions 0, pinned 0
+# and the last line is "interop: N passed, N failed".
+set -u
+
+ucx=$1
+mpi_check=$2
+knem_stat=$3
+. "$(dirname "$0")/checks.sh"
+
+export LD_LIBRARY_PATH="$ucx/lib"
+export PATH="$ucx/bin:$PATH"
+# Open MPI refuses root unless told; the VM runs everything as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Every large message goes by rendezvous, whose zero-copy path is the only
+# one that can use knem; mpi_check's and ucx_perftest's messages are all
+# at least 512 KiB, their control messages a few bytes.
+export UCX_RNDV_THRESH=65536
+# Each rank sees variables that only some ranks use: no warning for those.
+export UCX_WARN_UNUSED_ENV_VARS=n
+
+# ---- UCX ---------------------------------------------------------------------
+
+if ucx_info -d > /tmp/ucx_info.log 2>&1 && grep -q 'Transport: knem' /tmp/ucx_info.log; then
+	echo "interop: ucx_info -d lists $(grep -c 'Transport: knem' /tmp/ucx_info.log) knem transport"
+	passed=$((passed + 1))
+else
+	sed 's/^/    /' /tmp/ucx_info.log | tail -n 30
+	fail ucx_info "no knem transport in ucx_info -d"
+fi
+
+# ucx_perftest: the server (rank 0) in the background, the client (rank 1)
+# names it.  No warm-up (-w 0): its iteration count depends on the clock.
+perftest() {
+	port=$1
+	shift
+	ucx_perftest -p "$port" > "/tmp/perftest-server-$port.log" 2>&1 &
+	server=$!
+	# The server listens once it has opened its transports.
+	sleep 1
+	i=0
+	until ucx_perftest -p "$port" -w 0 "$@" 127.0.0.1; do
+		i=$((i + 1))
+		if [ "$i" -ge 30 ] || ! kill -0 "$server" 2>/dev/null; then
+			kill "$server" 2>/dev/null
+			wait "$server"
+			return 1
+		fi
+		sleep 1
+	done
+	wait "$server"
+}
+
+size=4194304
+iters=8
+# UCT put, zero-copy: each iteration is one put of the whole buffer to the
+# server, then one more put carries the end-of-test sentinel.
+run_check uct-put-zcopy $((size * (iters + 1))) \
+	perftest 13337 -t put_bw -x knem -d memory -D zcopy -s $size -n $iters
+# UCT get, zero-copy: one get of the whole buffer per iteration, while the
+# server polls for the end of the test with gets of the same size, one per
+# millisecond at most (perftest's responder): knem must have moved the
+# client's gets plus a whole number, at least one, of polls.
+b0=$(knem_bytes) f0=$(counter copies_failed)
+if perftest 13338 -t get -x knem -d memory -D zcopy -s $size -n $iters \
+	> /tmp/uct-get-zcopy.log 2>&1; then
+	db=$(($(knem_bytes) - b0))
+	polls=$((db / size - iters))
+	[ $((db % size)) -eq 0 ] && [ "$polls" -ge 1 ] || polls=1
+	verify "uct-get-zcopy ($iters gets + $polls polls)" $((size * (iters + polls))) "$b0" "$f0"
+else
+	sed 's/^/    /' /tmp/uct-get-zcopy.log | tail -n 30
+	fail uct-get-zcopy "ucx_perftest failed"
+fi
+# UCP tag matching, knem the only zero-copy transport: each message is one
+# rendezvous, one knem copy of the whole message.
+UCX_TLS=self,posix,knem
+export UCX_TLS
+run_check ucp-tag-bw $((size * iters)) \
+	perftest 13339 -t tag_bw -s $size -n $iters
+# UCP get: the server is passive, each get is one knem copy.
+run_check ucp-get $((size * iters)) \
+	perftest 13340 -t ucp_get -s $size -n $iters
+
+# ---- Open MPI over UCX -----------------------------------------------------
+
+# The linear broadcast and all-to-all, for which mpi_check computes the
+# bytes that cross between ranks; shared-memory-only UCX needs the two
+# opal_common_ucx settings.
+mpirun_ucx() {
+	np=$1
+	shift
+	mpirun --oversubscribe -np "$np" \
+		--mca pml ucx --mca btl self \
+		--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any \
+		--mca coll_tuned_use_dynamic_rules 1 \
+		--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
+		-x LD_LIBRARY_PATH -x UCX_TLS -x UCX_RNDV_THRESH -x UCX_WARN_UNUSED_ENV_VARS \
+		"$@"
+}
+
+mpi_job ompi-ucx-knem-2 all mpirun_ucx 2
+mpi_job ompi-ucx-knem-4 all mpirun_ucx 4
+# The control: CMA instead of knem moves nothing through the module.
+UCX_TLS=self,posix,cma
+mpi_job ompi-ucx-cma-2 0 mpirun_ucx 2
+UCX_TLS=self,posix,knem
+
+# ---- RLIMIT_MEMLOCK --------------------------------------------------------
+
+# As an unprivileged user under the usual 8 MiB memlock limit, the 16 MiB
+# messages cannot be pinned: the job still succeeds (UCX falls back), but
+# the module counts the refusals and knem-stat says what to change.
+refused0=$(counter pins_refused_memlock)
+b0=$(knem_bytes) f0=$(counter copies_failed)
+mkdir -p /tmp/nobody && chown nobody /tmp/nobody
+if (ulimit -l 8192 && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
+	env HOME=/tmp/nobody TMPDIR=/tmp/nobody sh -c "$(command -v mpirun) --oversubscribe -np 2 \
+	--mca pml ucx --mca btl self \
+	--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any \
+	--mca coll_tuned_use_dynamic_rules 1 \
+	--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
+	-x LD_LIBRARY_PATH -x UCX_TLS -x UCX_RNDV_THRESH -x UCX_WARN_UNUSED_ENV_VARS $mpi_check") \
+	> /tmp/memlock.log 2>&1 && grep -q '^mpi_check: .*, bad bytes 0,' /tmp/memlock.log; then
+	refused=$(($(counter pins_refused_memlock) - refused0))
+	"$knem_stat" > /tmp/knem-stat.log 2>&1
+	warning=$(grep '^knem-stat: warning: RLIMIT_MEMLOCK refused' /tmp/knem-stat.log | head -n 1)
+	df=$(($(counter copies_failed) - f0))
+	line="pins refused +$refused, knem bytes +$(($(knem_bytes) - b0)), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages)"
+	if [ "$refused" -gt 0 ] && [ -n "$warning" ] && [ "$df" -eq 0 ] &&
+		[ "$(counter regions)" -eq 0 ] && [ "$(counter pinned_pages)" -eq 0 ]; then
+		echo "interop: ompi-ucx-memlock-nobody: $line"
+		echo "    $warning"
+		passed=$((passed + 1))
+	else
+		sed 's/^/    /' /tmp/knem-stat.log
+		fail ompi-ucx-memlock-nobody "$line; knem-stat warning: '${warning:-none}'"
+	fi
+else
+	sed 's/^/    /' /tmp/memlock.log | tail -n 30
+	fail ompi-ucx-memlock-nobody "the job failed or did not verify every byte"
+fi
+
+echo "interop: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

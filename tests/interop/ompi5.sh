@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# make interop-ompi5 (not part of make test: the build takes about 15
+# minutes): Open MPI 5 from Debian's source with smsc/knem
+# (tests/interop/build-ompi5.sh), mpi_check built with its mpicc, run in the
+# VM on each kernel by tests/interop/guest-ompi5.sh.
+#
+#   tests/interop/ompi5.sh [--kernel VERSION]...
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+out=$top/build/interop
+kernels=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kernels+=("$2"); shift 2 ;;
+	*) echo "usage: tests/interop/ompi5.sh [--kernel VERSION]..." >&2; exit 2 ;;
+	esac
+done
+[ ${#kernels[@]} -gt 0 ] || kernels=(6.1)
+
+mkdir -p "$out"
+t=$SECONDS
+"$top/tests/interop/build-ompi5.sh" "$out/ompi5-src" "$out/ompi5"
+echo "interop-ompi5: build took $((SECONDS - t)) s"
+"$out/ompi5/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$out/mpi_check5" "$top/tests/interop/mpi_check.c"
+
+status=0
+for k in "${kernels[@]}"; do
+	echo "=== interop-ompi5 on kernel $k ==="
+	t=$SECONDS
+	"$top/tests/vm/run" --kernel "$k" --host-root --timeout 1800 \
+		--add "$top/tests/interop" -- \
+		/opt/interop/guest-ompi5.sh "$out/ompi5" "$out/mpi_check5" || status=1
+	echo "interop-ompi5: kernel $k took $((SECONDS - t)) s"
+done
+exit $status
