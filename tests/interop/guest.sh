@@ -89,9 +89,6 @@ UCX_TLS=self,posix,knem
 export UCX_TLS
 run_check ucp-tag-bw $((size * iters)) \
 	perftest 13339 -t tag_bw -s $size -n $iters
-# UCP get: the server is passive, each get is one knem copy.
-run_check ucp-get $((size * iters)) \
-	perftest 13340 -t ucp_get -s $size -n $iters
 
 # ---- Open MPI over UCX -----------------------------------------------------
 
