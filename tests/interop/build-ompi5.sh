@@ -2,7 +2,8 @@
 # Build Open MPI 5 from Debian's source package (trixie's openmpi 5.0.7)
 # with knem's single-copy component (smsc/knem) against our
 # include/knem_io.h, into PREFIX.  Configured as Debian's debian/rules does
-# for what matters here, except that PMIx and PRRTE are the copies bundled
+# for what matters here (without Debian's patches, see below), except that
+# PMIx and PRRTE are the copies bundled
 # in the source (Debian 12 has no PMIx 5 to build against), and without
 # Fortran, Java, UCX and the network transports, which a single-node
 # shared-memory check does not use.
@@ -32,11 +33,19 @@ if ! grep -qxF "$line" "$list" 2>/dev/null; then
 fi
 apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
 	dpkg-dev build-essential libevent-dev libhwloc-dev zlib1g-dev flex >/dev/null
-src=$srcdir/openmpi-$version
 if [ ! -f "$srcdir/.unpacked" ]; then
 	rm -rf "$srcdir" && mkdir -p "$srcdir"
-	(cd "$srcdir" && apt-get source -qq --only-source "openmpi=$version-1" >/dev/null)
+	(cd "$srcdir" && apt-get source -qq --download-only --only-source "openmpi=$version-1" >/dev/null)
 	touch "$srcdir/.unpacked"
+fi
+# The source package's upstream tarball, without Debian's patches: they
+# touch configure.ac and Makefile.am files (for Debian's own layout), which
+# would make the build rerun the autotools, as debian/rules does with
+# autogen.pl.  None of them matters to the single-copy path.
+src=$srcdir/upstream/openmpi-$version
+if [ ! -f "$src/configure" ]; then
+	rm -rf "$srcdir/upstream" && mkdir -p "$srcdir/upstream"
+	tar -xJf "$srcdir/openmpi_$version.orig.tar.xz" -C "$srcdir/upstream"
 fi
 
 obj=$srcdir/obj
