@@ -9,14 +9,28 @@
  */
 #include <linux/bug.h>
 #include <linux/highmem.h>
+#include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
 #include "knem_compat.h"
 #include "knem_core.h"
 #include "knem_shim.h"
+
+/*
+ * Asked between pieces of a copy: a dying process (SIGKILL, OOM kill) must
+ * not stay in the kernel for the rest of a long copy, nor a release wait
+ * for the offload thread to finish one.
+ */
+int knem_shim_copy_should_stop(void)
+{
+	if (fatal_signal_pending(current))
+		return 1;
+	return (current->flags & PF_KTHREAD) && kthread_should_stop();
+}
 
 /* The core promises chunks that stay within one page; hold it to that. */
 static bool knem_range_in_page(u32 off, u64 len)

@@ -118,12 +118,13 @@ u32 knem_core_ctx_read_notify(struct knem_core_ctx *ctx, u32 *out, u32 max);
 
 /*
  * mmap() of the status array: whether a mapping of len bytes at file page
- * offset pgoff may become the context's array.  0, -EBUSY when the context
- * already has one, -EINVAL for another offset or more than 2^32 slots (a
- * slot index is a u32).  The shim asks before allocating anything.
+ * offset pgoff, MAP_SHARED if shared != 0, may become the context's array.
+ * 0, -EBUSY when the context already has one, -EINVAL for another offset,
+ * more than 2^32 slots (a slot index is a u32) or a private mapping.  The
+ * shim asks before allocating anything.
  */
 int knem_core_ctx_status_mmap_check(struct knem_core_ctx *ctx, u64 pgoff,
-				    u64 len);
+				    u64 len, int shared);
 
 /*
  * Record the status array of a context: len one-byte slots at kaddr, zeroed,
@@ -256,6 +257,22 @@ int knem_shim_access_policy(void);
  * process is gone.  Called outside RCU read sections.
  */
 int knem_shim_may_access(void *owner);
+
+/*
+ * The max_regions_per_user module parameter, read at each region's
+ * creation: at most this many live regions per real uid (the table holds
+ * 2^20 in all).  Does not sleep.
+ */
+#define KNEM_CORE_REGIONS_PER_USER_DEFAULT 131072
+u64 knem_shim_regions_per_user(void);
+
+/*
+ * 1 when a copy running in the current task should stop between two
+ * pieces: the task has a fatal signal pending (its process is dying), or
+ * it is an offload thread asked to stop (the file is being released).
+ * Does not sleep.
+ */
+int knem_shim_copy_should_stop(void);
 
 /*
  * DMA engine offload (knem_dma.c).  The core decides which copies and

@@ -20,6 +20,7 @@
 #include <linux/cred.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pid.h>
@@ -153,7 +154,8 @@ static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 
 	mutex_lock(&kf->status_lock);
 	err = knem_core_ctx_status_mmap_check(kf->ctx, vma->vm_pgoff,
-					      vma->vm_end - vma->vm_start);
+					      vma->vm_end - vma->vm_start,
+					      !!(vma->vm_flags & VM_MAYSHARE));
 	if (err)
 		goto unlock;
 	/*

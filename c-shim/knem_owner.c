@@ -38,6 +38,7 @@
 #include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/stringify.h>
 #include <linux/sysfs.h>
 
 #include "knem_core.h"
@@ -51,6 +52,21 @@ static bool knem_account_pinned = true;
 module_param_named(account_pinned, knem_account_pinned, bool, 0644);
 MODULE_PARM_DESC(account_pinned,
 		 "refuse pins over RLIMIT_MEMLOCK without CAP_IPC_LOCK (default 1)");
+
+/*
+ * One user could otherwise fill the whole table (2^20 regions; zero-length
+ * ones cost no locked memory).  Over the limit CREATE_REGION is ENOMEM.
+ */
+static ulong knem_regions_per_user = KNEM_CORE_REGIONS_PER_USER_DEFAULT;
+module_param_named(max_regions_per_user, knem_regions_per_user, ulong, 0644);
+MODULE_PARM_DESC(max_regions_per_user,
+		 "live regions one user may hold (default "
+		 __stringify(KNEM_CORE_REGIONS_PER_USER_DEFAULT) ")");
+
+u64 knem_shim_regions_per_user(void)
+{
+	return READ_ONCE(knem_regions_per_user);
+}
 
 static int knem_access_policy = KNEM_CORE_ACCESS_UID;
 
@@ -117,7 +133,8 @@ int knem_shim_owner_new(u64 pages, void **owner)
 	/* Only user tasks get here, but a kernel thread has no mm to charge. */
 	if (!mm)
 		return -EFAULT;
-	o = kmalloc(sizeof(*o), GFP_KERNEL);
+	/* Every region has one: charge it to the caller's memcg. */
+	o = kmalloc(sizeof(*o), GFP_KERNEL_ACCOUNT);
 	if (!o)
 		return -ENOMEM;
 	err = knem_charge(mm, pages);

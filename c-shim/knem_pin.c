@@ -18,11 +18,34 @@
 #include "knem_shim.h"
 
 /*
- * Pin at most this many pages (1 GiB) per call: the count must fit
- * pin_user_pages_fast()'s int.  The contract allows a short count; the core
- * calls again for the rest.
+ * Pin at most this many pages (256 MiB) per call: the count must fit
+ * pin_user_pages_fast()'s int, and one call's pins of a single page (a
+ * page repeated in the range cannot be, but see below) stay far below the
+ * headroom KNEM_PIN_REFS_MAX leaves.  The contract allows a short count;
+ * the core calls again for the rest.
  */
-#define KNEM_PIN_BATCH (1UL << 18)
+#define KNEM_PIN_BATCH (1UL << 16)
+
+/*
+ * Each FOLL_PIN of a small page adds GUP_PIN_COUNTING_BIAS (1024) to its
+ * int refcount, so 2^21 pins of one page - many iovecs over the same page,
+ * in one region or many, by any number of users: a shared library's page
+ * cache page can be pinned read-only by anyone - would overflow it.  A
+ * page whose count is past 2^29 after our pin (2^19 pins of a small page)
+ * is refused with ENOMEM, as GUP itself refuses an overflowed count; the
+ * headroom above it takes 24 concurrent full batches over the same page.
+ */
+#define KNEM_PIN_REFS_MAX (1 << 29)
+
+static bool knem_pins_overflow(struct page **pages, long nr)
+{
+	long i;
+
+	for (i = 0; i < nr; i++)
+		if (page_ref_count(compound_head(pages[i])) > KNEM_PIN_REFS_MAX)
+			return true;
+	return false;
+}
 
 /*
  * A read-only region must keep seeing what its owner writes later.  Where
@@ -80,6 +103,13 @@ long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 	/* The contract promises an errno, never 0, when nothing was pinned. */
 	if (pinned == 0)
 		return -EFAULT;
+	if (pinned > 0 && knem_pins_overflow((struct page **)pages, pinned)) {
+		unpin_user_pages((struct page **)pages, pinned);
+		pr_info_ratelimited("knem: %s[%d]: a page is pinned too many times (over %u pins)\n",
+				    current->comm, task_tgid_vnr(current),
+				    KNEM_PIN_REFS_MAX / GUP_PIN_COUNTING_BIAS);
+		return -ENOMEM;
+	}
 	return pinned;
 }
 

@@ -111,10 +111,12 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 	/*
 	 * The array belongs to this open file, whose context a forked child
 	 * cannot use (EBADF): the child gets no copy of the mapping either,
-	 * or it could overwrite the parent's status bytes.  mremap() may not
-	 * grow it past the pages inserted here.
+	 * or it could overwrite the parent's status bytes.  VM_IO keeps it
+	 * that way: madvise(MADV_DOFORK) refuses to clear VM_DONTCOPY on it
+	 * (EINVAL), and GUP refuses it too, so no region can pin the slots.
+	 * mremap() may not grow it past the pages inserted here.
 	 */
-	knem_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND);
+	knem_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_IO);
 	err = knem_status_insert_pages(vma, array->slots, len);
 	if (err)
 		goto free_slots;

@@ -50,7 +50,8 @@ pub unsafe extern "C" fn knem_core_ctx_release(ctx: *mut Context) {
     DEVICE.ctx_release(unsafe { KBox::from_raw(ctx) });
 }
 
-/// mmap() of the status array: 0, -EBUSY or -EINVAL (`knem_core.h`).
+/// mmap() of the status array: 0, -EBUSY or -EINVAL (`knem_core.h`);
+/// `shared` is non-zero for a MAP_SHARED mapping.
 ///
 /// # Safety
 /// `ctx` must be live.
@@ -59,12 +60,13 @@ pub unsafe extern "C" fn knem_core_ctx_status_mmap_check(
     ctx: *mut Context,
     pgoff: u64,
     len: u64,
+    shared: c_int,
 ) -> c_int {
     // SAFETY: the shim passes a live context.
     let Some(ctx) = (unsafe { ctx.as_ref() }) else {
         return crate::edge::errno::EINVAL.to_neg() as c_int;
     };
-    match ctx.status_mmap_check(pgoff, len) {
+    match ctx.status_mmap_check(pgoff, len, shared != 0) {
         Ok(()) => 0,
         Err(e) => e.to_neg() as c_int,
     }

@@ -46,6 +46,7 @@ mod global {
 }
 
 fn checked_layout(layout: Layout) -> KResult<Layout> {
+    fault::record(layout.size());
     if layout.size() == 0 || layout.size() > MAX_ALLOC || fault::inject() {
         return Err(ENOMEM);
     }
@@ -60,6 +61,17 @@ pub mod fault {
 
     std::thread_local! {
         static COUNTDOWN: Cell<Option<usize>> = const { Cell::new(None) };
+        static LARGEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The largest allocation the current thread asked for since the last
+    /// call.
+    pub fn take_largest() -> usize {
+        LARGEST.with(|c| c.replace(0))
+    }
+
+    pub(super) fn record(size: usize) {
+        LARGEST.with(|c| c.set(c.get().max(size)));
     }
 
     /// Makes the allocation after `n` successful ones fail (None: never).
@@ -87,6 +99,8 @@ mod fault {
     pub(super) const fn inject() -> bool {
         false
     }
+
+    pub(super) const fn record(_size: usize) {}
 }
 
 /// An owned heap object, allocated fallibly.

@@ -26,6 +26,8 @@ pub const PAGE_SHIFT: u32 = sys::KNEM_CORE_PAGE_SHIFT;
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 /// Bytes reserved for the shim's `struct rcu_head`.
 pub const RCU_HEAD_SIZE: usize = sys::KNEM_CORE_RCU_HEAD_SIZE as usize;
+/// Default of the `max_regions_per_user` module parameter.
+pub const REGIONS_PER_USER_DEFAULT: u64 = sys::KNEM_CORE_REGIONS_PER_USER_DEFAULT as u64;
 
 /// An opaque `struct page *` of a pinned page.  The core never dereferences it.
 #[repr(transparent)]
@@ -231,6 +233,12 @@ pub trait Env: Sync {
     /// Whether the current task may ptrace-attach the owner process (false
     /// once it is gone).  May sleep: never called inside an RCU section.
     fn may_access(&self, owner: OwnerPtr) -> bool;
+    /// Most live regions one user may hold.  Does not sleep.
+    fn regions_per_user(&self) -> u64;
+    /// Whether a copy running now should stop between two pieces: the
+    /// calling process is dying, or the offload thread running it is being
+    /// stopped.  Does not sleep.
+    fn copy_should_stop(&self) -> bool;
 }
 
 /// The shim's opaque handle of one copy's DMA batch.
@@ -510,6 +518,16 @@ mod kernel {
         fn may_access(&self, owner: OwnerPtr) -> bool {
             // SAFETY: a handle from owner_new, kept by a referenced region.
             unsafe { knem_shim_may_access(owner.0) != 0 }
+        }
+
+        fn regions_per_user(&self) -> u64 {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_regions_per_user() }
+        }
+
+        fn copy_should_stop(&self) -> bool {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_copy_should_stop() != 0 }
         }
     }
 }

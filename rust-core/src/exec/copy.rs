@@ -10,7 +10,8 @@ use crate::state::region::Region;
 pub struct Outcome {
     /// Bytes moved.
     pub bytes: u64,
-    /// False if a fault stopped the copy (status FAILED).
+    /// False if a fault stopped the copy, or the caller is dying or the
+    /// offload thread stopping ([`Env::copy_should_stop`]): status FAILED.
     pub ok: bool,
 }
 
@@ -30,6 +31,9 @@ pub fn inline<E: Env>(
         let Some(page) = region.page(c.region.page) else {
             return Outcome { bytes, ok: false };
         };
+        if env.copy_should_stop() {
+            return Outcome { bytes, ok: false };
+        }
         // SAFETY: the region's pages stay pinned while we hold a reference
         // to it; the planner keeps off + len within the page.
         let r = unsafe { env.copy_page_user(page, c.region.off, c.uaddr, c.len, !write) };
@@ -70,6 +74,9 @@ pub fn region_to_region<E: Env>(
         let (Some(s), Some(d)) = (src.page(c.src.page), dst.page(c.dst.page)) else {
             return Outcome { bytes, ok: false };
         };
+        if env.copy_should_stop() {
+            return Outcome { bytes, ok: false };
+        }
         // SAFETY: both regions are referenced, so their pages are pinned;
         // the planner keeps both ranges within their pages.
         unsafe { env.copy_page_page(d, c.dst.off, s, c.src.off, c.len) };
@@ -119,7 +126,7 @@ fn backwards<E: Env>(env: &E, r: &Region, src_off: u64, dst_off: u64, len: u64) 
             continue;
         }
         for c in buf.iter().take(n).rev().flatten() {
-            if !pair_chunk(env, r, r, c) {
+            if env.copy_should_stop() || !pair_chunk(env, r, r, c) {
                 return Outcome { bytes, ok: false };
             }
             bytes += c.len as u64;

@@ -173,12 +173,14 @@ impl Context {
 
     /// Whether an mmap() of `len` bytes at file page offset `pgoff` may
     /// become this context's status array: EBUSY when it has one, EINVAL
-    /// at any offset but the ABI's or past [`MAX_STATUS_SLOTS`].
-    pub fn status_mmap_check(&self, pgoff: u64, len: u64) -> KResult<()> {
+    /// at any offset but the ABI's, past [`MAX_STATUS_SLOTS`], or for a
+    /// private mapping (`shared` false: the slots the module writes must
+    /// be the ones userspace reads, and MPI libraries all map MAP_SHARED).
+    pub fn status_mmap_check(&self, pgoff: u64, len: u64, shared: bool) -> KResult<()> {
         if self.status.state.load(Acquire) != ARRAY_NONE {
             return Err(EBUSY);
         }
-        if pgoff != STATUS_ARRAY_PGOFF || len > MAX_STATUS_SLOTS {
+        if !shared || pgoff != STATUS_ARRAY_PGOFF || len > MAX_STATUS_SLOTS {
             return Err(EINVAL);
         }
         Ok(())
@@ -223,17 +225,21 @@ mod tests {
     #[test]
     fn status_mmap_rules() {
         let c = Context::new(1, 0, ShimCtx::NULL);
-        assert_eq!(c.status_mmap_check(0, 4096), Ok(()));
-        assert_eq!(c.status_mmap_check(0, MAX_STATUS_SLOTS), Ok(()));
-        assert_eq!(c.status_mmap_check(0, MAX_STATUS_SLOTS + 1), Err(EINVAL));
-        assert_eq!(c.status_mmap_check(1, 4096), Err(EINVAL));
+        assert_eq!(c.status_mmap_check(0, 4096, true), Ok(()));
+        assert_eq!(c.status_mmap_check(0, 4096, false), Err(EINVAL));
+        assert_eq!(c.status_mmap_check(0, MAX_STATUS_SLOTS, true), Ok(()));
+        assert_eq!(
+            c.status_mmap_check(0, MAX_STATUS_SLOTS + 1, true),
+            Err(EINVAL)
+        );
+        assert_eq!(c.status_mmap_check(1, 4096, true), Err(EINVAL));
         // A page offset that wraps to 0 once shifted is still not 0.
-        assert_eq!(c.status_mmap_check(1 << 52, 4096), Err(EINVAL));
+        assert_eq!(c.status_mmap_check(1 << 52, 4096, true), Err(EINVAL));
         let mut a = [0u8; 8];
         // SAFETY: the array outlives the context.
         unsafe { c.set_status_array(a.as_mut_ptr(), 8) }.unwrap();
         // A second array is refused before the offset is looked at.
-        assert_eq!(c.status_mmap_check(0, 4096), Err(EBUSY));
-        assert_eq!(c.status_mmap_check(1, 4096), Err(EBUSY));
+        assert_eq!(c.status_mmap_check(0, 4096, true), Err(EBUSY));
+        assert_eq!(c.status_mmap_check(1, 4096, false), Err(EBUSY));
     }
 }

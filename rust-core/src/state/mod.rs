@@ -3,6 +3,7 @@
 //! device holding them with the context lifecycle.
 
 pub mod context;
+pub mod counts;
 pub mod device;
 pub mod queue;
 pub mod region;

@@ -100,22 +100,11 @@ impl Region {
         counted: bool,
     ) -> KResult<KBox<Region>> {
         let n = usize::try_from(layout.pages()).map_err(|_| ENOMEM)?;
-        let pages = KArray::<PagePtr>::try_default(n)?;
-        // Allocate everything before pinning so that nothing can fail with
-        // pages pinned except the pinning itself.
-        let mut region = KBox::try_new(Region {
-            rcu: RcuHead([0; 16]),
-            refs: AtomicUsize::new(1),
-            layout,
-            pages,
-            attrs,
-            owner: OwnerPtr(core::ptr::null_mut()),
-            counted,
-        })?;
-        // Charged before pinning, as RDMA does: over RLIMIT_MEMLOCK nothing
-        // gets pinned at all.  The client sees ENOMEM, as from KNEM; the
-        // counter tells the administrator that the limit was the cause.
-        region.owner = env.owner_new(n as u64).map_err(|e| {
+        // Charged first, as RDMA does: over RLIMIT_MEMLOCK nothing gets
+        // pinned, nor is the page array (up to 1 GiB) allocated.  The
+        // client sees ENOMEM, as from KNEM; the counter tells the
+        // administrator that the limit was the cause.
+        let owner = env.owner_new(n as u64).map_err(|e| {
             if e == EDQUOT {
                 stats::add(&stats.pins_refused_memlock, 1);
                 ENOMEM
@@ -123,6 +112,27 @@ impl Region {
                 e
             }
         })?;
+        // Allocate everything before pinning so that nothing can fail with
+        // pages pinned except the pinning itself.
+        let region = KArray::<PagePtr>::try_default(n).and_then(|pages| {
+            KBox::try_new(Region {
+                rcu: RcuHead([0; 16]),
+                refs: AtomicUsize::new(1),
+                layout,
+                pages,
+                attrs,
+                owner,
+                counted,
+            })
+        });
+        let mut region = match region {
+            Ok(r) => r,
+            Err(e) => {
+                // SAFETY: the record just made, used by nothing else.
+                unsafe { env.owner_put(owner) };
+                return Err(e);
+            }
+        };
         let write = attrs.prot & PROT_WRITE != 0;
         let mut pinned = 0usize;
         let r = &mut *region;

@@ -1,20 +1,28 @@
 //! The global region table: cookie → region, lock-free for readers.
 //!
 //! Slots live in fixed-size chunks that never move while the module is
-//! loaded.  A cookie is `tag << 32 | (index + 1)`, so it is never 0; the tag
-//! is random per publication and checked on every lookup.  A slot's state
-//! word holds the tag, a generation bumped at each reuse (so a reader can
-//! tell that the slot changed under it) and LIVE/CONSUMED/FREE.
+//! loaded.  A cookie is `tag << INDEX_BITS | index`: the index takes the
+//! 20 bits that 2^20 slots need and the other 44 are the tag, random per
+//! publication, never 0 (so neither is the cookie) and checked on every
+//! lookup.  A slot's state word holds the tag, a generation bumped at each
+//! reuse (so a reader can tell that the slot changed under it) and
+//! LIVE/CONSUMED/FREE.
 //!
 //! Readers run under RCU: load the state, take a reference if the count is
 //! not zero, re-load the state.  Writers (insert, destroy, release, the
 //! removal of a consumed single-use region) hold the table lock.
+//!
+//! The live regions of each user and of each context are counted (under
+//! the table lock): a user may hold at most `Env::regions_per_user`, and
+//! a context's release stops scanning once it has found all of its own.
 
 use crate::edge::errno::{KResult, EINVAL, ENOMEM};
 use crate::edge::kalloc::KBox;
 use crate::edge::shim::{Env, RcuGuard, TableGuard};
+use crate::state::counts::Counts;
 use crate::state::region::{self, Region, RegionRef};
 use crate::state::stats::Stats;
+use core::cell::UnsafeCell;
 use core::ptr::{null_mut, NonNull};
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use knem_abi::KNEM_FLAG_SINGLEUSE;
@@ -24,17 +32,28 @@ pub const CHUNK_SLOTS: usize = 256;
 /// Chunks at most (so at most `CHUNK_SLOTS * MAX_CHUNKS` live regions).
 pub const MAX_CHUNKS: usize = 4096;
 
+/// Bits of a cookie that hold the slot index (`CHUNK_SLOTS * MAX_CHUNKS`).
+pub const INDEX_BITS: u32 = 20;
+/// Bits of a cookie's random tag.
+pub const TAG_BITS: u32 = 64 - INDEX_BITS;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+const _: () = assert!((CHUNK_SLOTS * MAX_CHUNKS) as u64 == 1 << INDEX_BITS);
+
 const ST_FREE: u64 = 0;
 const ST_LIVE: u64 = 1;
 const ST_CONSUMED: u64 = 2;
 const ST_MASK: u64 = 3;
-const GEN_MASK: u64 = 0x3fff_ffff;
+// State word: tag (44 bits) | generation (18 bits) | state (2 bits).  The
+// tag changes at every publication, so the generation only has to tell
+// apart reuses that drew the same tag.
+const GEN_MASK: u64 = (1 << (INDEX_BITS - 2)) - 1;
 
-const fn make_state(tag: u32, gen: u64, st: u64) -> u64 {
-    ((tag as u64) << 32) | ((gen & GEN_MASK) << 2) | st
+const fn make_state(tag: u64, gen: u64, st: u64) -> u64 {
+    ((tag & TAG_MASK) << INDEX_BITS) | ((gen & GEN_MASK) << 2) | st
 }
-const fn tag_of(s: u64) -> u32 {
-    (s >> 32) as u32
+const fn tag_of(s: u64) -> u64 {
+    s >> INDEX_BITS
 }
 const fn gen_of(s: u64) -> u64 {
     (s >> 2) & GEN_MASK
@@ -43,15 +62,35 @@ const fn with_st(s: u64, st: u64) -> u64 {
     (s & !ST_MASK) | st
 }
 
+/// The cookie of slot `idx` published with `tag` (non-zero, `TAG_BITS`).
+pub const fn make_cookie(idx: u32, tag: u64) -> u64 {
+    ((tag & TAG_MASK) << INDEX_BITS) | (idx as u64 & INDEX_MASK)
+}
+
 /// Splits a cookie into (slot index, tag); None for cookies that cannot
-/// name a slot (low half 0).
-pub const fn split_cookie(cookie: u64) -> Option<(u32, u32)> {
-    let low = cookie as u32;
-    if low == 0 {
+/// name a slot (tag 0, which no publication uses).
+pub const fn split_cookie(cookie: u64) -> Option<(u32, u64)> {
+    let tag = cookie >> INDEX_BITS;
+    if tag == 0 {
         None
     } else {
-        Some((low - 1, (cookie >> 32) as u32))
+        Some(((cookie & INDEX_MASK) as u32, tag))
     }
+}
+
+/// A fresh tag: `TAG_BITS` random bits, never 0 and never `old` (the
+/// slot's previous tag), even if the random source repeats itself.
+fn new_tag<E: Env>(env: &E, old: u64) -> u64 {
+    let hi = env.random_u32() as u64;
+    let lo = env.random_u32() as u64;
+    let mut tag = ((hi << 32) | lo) & TAG_MASK;
+    if tag == old {
+        tag = tag.wrapping_add(1) & TAG_MASK;
+    }
+    if tag == 0 {
+        tag = if old == 1 { 2 } else { 1 };
+    }
+    tag
 }
 
 struct Slot {
@@ -72,7 +111,21 @@ pub struct Table {
     nchunks: AtomicUsize,
     used: AtomicUsize,
     free_head: AtomicU32,
+    live: UnsafeCell<Live>,
+    /// Slots release_ctx looked at (host tests).
+    #[cfg(test)]
+    pub scanned: AtomicUsize,
 }
+
+/// Live regions per user (real uid) and per context (id).
+struct Live {
+    users: Counts,
+    ctxs: Counts,
+}
+
+// SAFETY: `live` is only touched with the table lock held (Table::live);
+// everything else is atomic.
+unsafe impl Sync for Table {}
 
 /// A region found by [`Table::lookup`], with a reference held.
 pub struct Found<'a, E: Env> {
@@ -104,7 +157,24 @@ impl Table {
             nchunks: AtomicUsize::new(0),
             used: AtomicUsize::new(0),
             free_head: AtomicU32::new(0),
+            live: UnsafeCell::new(Live {
+                users: Counts::new(),
+                ctxs: Counts::new(),
+            }),
+            #[cfg(test)]
+            scanned: AtomicUsize::new(0),
         }
+    }
+
+    /// The live-region counts.
+    ///
+    /// # Safety
+    /// The table lock must be held, and the borrow must end before it is
+    /// released or `live` is borrowed again.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn live(&self) -> &mut Live {
+        // SAFETY: the lock makes this the only access (caller's contract).
+        unsafe { &mut *self.live.get() }
     }
 
     fn slot(&self, idx: u32) -> Option<&Slot> {
@@ -137,20 +207,54 @@ impl Table {
         Ok(used as u32)
     }
 
-    /// Returns a slot to the free list; table lock held.
+    /// Returns a slot whose region was live to the free list and uncounts
+    /// the region; table lock held.
     fn free_slot(&self, idx: u32, slot: &Slot) {
+        // SAFETY: the slot still holds the table's reference, which the
+        // caller puts only after this.
+        if let Some(r) = unsafe { slot.region.load(Relaxed).as_ref() } {
+            let a = r.attrs();
+            // SAFETY: table lock held; the borrow ends here.
+            let live = unsafe { self.live() };
+            live.users.sub(a.owner_uid as u64);
+            live.ctxs.sub(a.owner_ctx);
+        }
         slot.region.store(null_mut(), Relaxed);
         slot.next_free.store(self.free_head.load(Relaxed), Relaxed);
         self.free_head.store(idx + 1, Relaxed);
     }
 
+    /// Counts a new region of `uid` and `ctx`: ENOMEM when the user holds
+    /// `max` already or memory is short.  Table lock held.
+    fn count_new(&self, uid: u32, ctx: u64, max: u64) -> KResult<()> {
+        // SAFETY: table lock held; the borrow ends here.
+        let live = unsafe { self.live() };
+        live.users.add(uid as u64, max)?;
+        if let Err(e) = live.ctxs.add(ctx, u64::MAX) {
+            live.users.sub(uid as u64);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Publishes a region; the table takes over its reference.  Returns the
-    /// cookie.  On failure the region is discarded.
+    /// cookie.  On failure the region is discarded: ENOMEM when the table
+    /// is full or the owner's user already holds `Env::regions_per_user`
+    /// live regions.
     pub fn insert<E: Env>(&self, env: &E, stats: &Stats, region: KBox<Region>) -> KResult<u64> {
+        let (uid, ctx) = (region.attrs().owner_uid, region.attrs().owner_ctx);
+        let max = env.regions_per_user();
         let guard = TableGuard::new(env);
-        let slot = self
-            .alloc_slot()
-            .and_then(|i| Ok((i, self.slot(i).ok_or(ENOMEM)?)));
+        let slot = self.count_new(uid, ctx, max).and_then(|()| {
+            self.alloc_slot()
+                .and_then(|i| Ok((i, self.slot(i).ok_or(ENOMEM)?)))
+                .inspect_err(|_| {
+                    // SAFETY: table lock held; the borrow ends here.
+                    let live = unsafe { self.live() };
+                    live.users.sub(uid as u64);
+                    live.ctxs.sub(ctx);
+                })
+        });
         let (idx, slot) = match slot {
             Ok(s) => s,
             Err(e) => {
@@ -160,16 +264,11 @@ impl Table {
             }
         };
         let old = slot.state.load(Relaxed);
-        let mut tag = env.random_u32();
-        if tag == tag_of(old) {
-            // Never hand out the cookie this slot had last time, even if
-            // the random source repeats itself.
-            tag = tag.wrapping_add(1);
-        }
+        let tag = new_tag(env, tag_of(old));
         slot.region.store(KBox::into_raw(region), Relaxed);
         slot.state
             .store(make_state(tag, gen_of(old) + 1, ST_LIVE), Release);
-        Ok(((tag as u64) << 32) | (idx as u64 + 1))
+        Ok(make_cookie(idx, tag))
     }
 
     /// Finds a live region and takes a reference, without consuming it.
@@ -324,7 +423,9 @@ impl Table {
     }
 
     /// Removes every live region of context `ctx` (file release).  Copies
-    /// running against them finish on their own references.
+    /// running against them finish on their own references.  The scan
+    /// stops once the context has no live region left, so a context that
+    /// created none scans nothing.
     pub fn release_ctx<E: Env>(&self, env: &E, stats: &Stats, ctx: u64) {
         const BATCH: usize = 32;
         let mut next = 0usize;
@@ -333,10 +434,17 @@ impl Table {
             let mut n = 0;
             let used = {
                 let _g = TableGuard::new(env);
-                let used = self.used.load(Relaxed);
+                let mut used = self.used.load(Relaxed);
                 while next < used && n < BATCH {
+                    // SAFETY: table lock held; the borrow ends here.
+                    if unsafe { self.live() }.ctxs.get(ctx) == 0 {
+                        used = next;
+                        break;
+                    }
                     let idx = next as u32;
                     next += 1;
+                    #[cfg(test)]
+                    self.scanned.fetch_add(1, Relaxed);
                     let Some(slot) = self.slot(idx) else { continue };
                     let state = slot.state.load(Acquire);
                     if state & ST_MASK != ST_LIVE {
@@ -389,6 +497,17 @@ impl Table {
         self.nchunks.store(0, Relaxed);
         self.used.store(0, Relaxed);
         self.free_head.store(0, Relaxed);
+        // SAFETY: no context is left, so nobody else touches the table.
+        let live = unsafe { self.live() };
+        live.users.clear();
+        live.ctxs.clear();
+    }
+
+    /// Live regions of user `uid` (tests and assertions).
+    pub fn user_regions<E: Env>(&self, env: &E, uid: u32) -> u64 {
+        let _g = TableGuard::new(env);
+        // SAFETY: table lock held; the borrow ends here.
+        unsafe { self.live() }.users.get(uid as u64)
     }
 }
 
@@ -415,8 +534,17 @@ mod tests {
     #[test]
     fn cookie_encoding() {
         assert_eq!(split_cookie(0), None);
-        assert_eq!(split_cookie(0xffff_ffff_0000_0000), None);
-        assert_eq!(split_cookie(0x1234_5678_0000_0001), Some((0, 0x1234_5678)));
+        assert_eq!(split_cookie(INDEX_MASK), None, "tag 0 is never issued");
+        assert_eq!(
+            split_cookie(0x1234_5678_9ab0_0001),
+            Some((1, 0x0123_4567_89ab))
+        );
+        assert_eq!(split_cookie(make_cookie(0, 1)), Some((0, 1)));
+        assert_eq!(
+            split_cookie(make_cookie(INDEX_MASK as u32, TAG_MASK)),
+            Some((INDEX_MASK as u32, TAG_MASK))
+        );
+        assert_eq!(tag_of(make_state(TAG_MASK, GEN_MASK, ST_LIVE)), TAG_MASK);
         let s = make_state(7, GEN_MASK + 1, ST_LIVE);
         assert_eq!(
             (tag_of(s), gen_of(s), s & ST_MASK),
@@ -431,11 +559,10 @@ mod tests {
         assert_eq!(t.lookup(&env, &stats, 1).err(), Some(EINVAL));
         let k = t.insert(&env, &stats, region(&env, &stats, 0, 1)).unwrap();
         let (idx, tag) = split_cookie(k).unwrap();
-        let beyond = ((tag as u64) << 32) | (CHUNK_SLOTS as u64 * 2 + 1);
+        let beyond = make_cookie(CHUNK_SLOTS as u32 * 2 + 1, tag);
         assert_eq!(t.lookup(&env, &stats, beyond).err(), Some(EINVAL));
         assert_eq!(
-            t.lookup(&env, &stats, ((tag as u64) << 32) | (idx as u64 + 2))
-                .err(),
+            t.lookup(&env, &stats, make_cookie(idx + 1, tag)).err(),
             Some(EINVAL)
         );
         assert!(t.lookup(&env, &stats, k).is_ok());

@@ -121,6 +121,11 @@ pub struct MockEnv {
     pub ptrace_denied: AtomicBool,
     /// The simulated DMA engine (off unless a test turns it on).
     pub dma: crate::testing::mock_dma::MockDma,
+    /// The `max_regions_per_user` module parameter.
+    pub regions_per_user: AtomicU64,
+    /// Copies stop after this many more pieces (None: never), as when the
+    /// caller gets a fatal signal.
+    pub stop_after: Mutex<Option<u64>>,
 }
 
 impl MockEnv {
@@ -148,6 +153,8 @@ impl MockEnv {
             ptrace_policy: AtomicBool::new(false),
             ptrace_denied: AtomicBool::new(false),
             dma: Default::default(),
+            regions_per_user: AtomicU64::new(crate::edge::shim::REGIONS_PER_USER_DEFAULT),
+            stop_after: Mutex::new(None),
         }
     }
 
@@ -490,6 +497,21 @@ impl Env for MockEnv {
     fn may_access(&self, owner: OwnerPtr) -> bool {
         assert!(!owner.0.is_null(), "a region without an owner record");
         !self.ptrace_denied.load(SeqCst)
+    }
+
+    fn regions_per_user(&self) -> u64 {
+        self.regions_per_user.load(SeqCst)
+    }
+
+    fn copy_should_stop(&self) -> bool {
+        match &mut *self.stop_after.lock().unwrap() {
+            Some(0) => true,
+            Some(n) => {
+                *n -= 1;
+                false
+            }
+            None => false,
+        }
     }
 
     fn dma_usable(&self) -> bool {

@@ -3,7 +3,7 @@
 use super::helpers::*;
 use crate::edge::errno::*;
 use crate::state::context::status;
-use crate::state::table::split_cookie;
+use crate::state::table::{make_cookie, split_cookie};
 use knem_abi::*;
 use std::sync::atomic::Ordering::*;
 use std::vec::Vec;
@@ -202,8 +202,8 @@ fn access_checks_in_order() {
     let shared = create(&d, &owner, &[(a, 100)], R, KNEM_FLAG_ANY_USER_ACCESS).unwrap();
 
     let (idx, tag) = split_cookie(ro).unwrap();
-    let bad_tag = ((tag ^ 1) as u64) << 32 | (idx as u64 + 1);
-    for bad in [0u64, bad_tag, ro & 0xffff_ffff_0000_0000 | 0xffff, u64::MAX] {
+    let bad_tag = make_cookie(idx, tag ^ 1);
+    for bad in [0u64, bad_tag, make_cookie(0xffff, tag), u64::MAX] {
         assert_eq!(
             inline(&d, &owner, &Inline::new(&[(l, 10)], false, bad)),
             Err(neg(EINVAL))

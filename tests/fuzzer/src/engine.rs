@@ -1405,6 +1405,9 @@ impl Engine {
         if rdonly && flags == libc::MAP_SHARED {
             self.fail("status-array mmap of an O_RDONLY fd succeeded");
         }
+        if flags == libc::MAP_PRIVATE {
+            self.fail("MAP_PRIVATE status-array mmap succeeded");
+        }
         if already {
             self.fail("a second status-array mmap of one fd succeeded");
         }

@@ -12,6 +12,7 @@
 mod stats;
 mod t_async;
 mod t_basic;
+mod t_bounds;
 mod t_copy;
 mod t_dma;
 mod t_errors;
@@ -104,6 +105,7 @@ const TESTS: &[Test] = &[
     ("memlock_cap_ipc_lock_bypasses",           t_harden::memlock_cap_ipc_lock_bypasses),
     ("memlock_account_pinned_off",              t_harden::memlock_account_pinned_off),
     ("cookie_guessing_misses",                  t_harden::cookie_guessing_misses),
+    ("cookie_tag_bits_random",                  t_harden::cookie_tag_bits_random),
     ("access_policy_uid",                       t_harden::access_policy_uid),
     ("access_policy_ptrace",                    t_harden::access_policy_ptrace),
     ("access_policy_ptrace_yama",               t_harden::access_policy_ptrace_yama),
@@ -113,6 +115,13 @@ const TESTS: &[Test] = &[
     ("close_racing_copies_threads",             t_harden::close_racing_copies_threads),
     ("charge_returns_to_the_owner",             t_harden::charge_returns_to_the_owner),
     ("unload_refused_while_open",               t_harden::unload_refused_while_open),
+    // Bounds on one user's kernel resources.
+    ("regions_per_user_bounded",                t_bounds::regions_per_user_bounded),
+    ("status_array_map_shared_only",            t_bounds::status_array_map_shared_only),
+    ("status_array_not_inherited_after_dofork", t_bounds::status_array_not_inherited_after_dofork),
+    ("fatal_signal_stops_long_copy",            t_bounds::fatal_signal_stops_long_copy),
+    ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),
+    ("page_refcount_pins_bounded",              t_bounds::page_refcount_pins_bounded),
 ];
 
 /// Longest message passed back from a test process.

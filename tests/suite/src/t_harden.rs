@@ -244,6 +244,42 @@ impl Rng {
     }
 }
 
+/// A cookie's low 20 bits are the slot index, the other 44 a random tag.
+const INDEX_MASK: u64 = (1 << 20) - 1;
+
+/// Every tag bit is random: over 4000 cookies (two rounds of 2000 live
+/// regions, so slots are reused) each of the 44 tag bits is set in 40-60 %
+/// of them (9 standard deviations), no two are equal and none is 0.
+pub fn cookie_tag_bits_random() -> TestResult {
+    let dev = Device::open().ctx("open")?;
+    let mem = Mem::new(1)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut ones = [0u32; 64];
+    for round in 0..2 {
+        let mut live = Vec::new();
+        for _ in 0..2000 {
+            let c = region(&dev, &mem, 8, RegionFlags::NONE)?.as_raw();
+            ensure!(c != 0, "cookie 0");
+            ensure!(seen.insert(c), "round {round}: cookie {c:#x} repeated");
+            for (bit, n) in ones.iter_mut().enumerate() {
+                *n += (c >> bit) as u32 & 1;
+            }
+            live.push(c);
+        }
+        for c in live {
+            dev.destroy_region(Cookie::from_raw(c)).ctx("destroy")?;
+        }
+    }
+    let n = seen.len() as u32;
+    for (bit, &set) in ones.iter().enumerate().skip(20) {
+        ensure!(
+            (n * 2 / 5..=n * 3 / 5).contains(&set),
+            "cookie bit {bit} set in {set} of {n} cookies"
+        );
+    }
+    Ok(())
+}
+
 /// Probes per run (about 2 s under TCG); the host mock runs as many.
 const COOKIE_PROBES: u64 = 1_000_000;
 
@@ -257,7 +293,7 @@ pub fn cookie_guessing_misses() -> TestResult {
     for _ in 0..1000 {
         live.insert(region(&dev, &mem, 64, RegionFlags::NONE)?.as_raw());
     }
-    let max_idx = live.iter().map(|c| c & 0xffff_ffff).max().unwrap_or(1);
+    let max_idx = live.iter().map(|c| c & INDEX_MASK).max().unwrap_or(0) + 1;
     let mut rng = Rng::seeded()?;
     let mut buf = [0u8; 1];
     let start = Instant::now();
@@ -265,7 +301,7 @@ pub fn cookie_guessing_misses() -> TestResult {
     while done < COOKIE_PROBES {
         let x = rng.next();
         let raw = if done & 1 == 0 {
-            (x & 0xffff_ffff_0000_0000) | (1 + (x & 0xffff_ffff) % max_idx)
+            (x & !INDEX_MASK) | ((x & INDEX_MASK) % max_idx)
         } else {
             x
         };

@@ -450,6 +450,15 @@ impl Peer {
     pub fn finish(mut self) -> TestResult {
         self.wait()
     }
+
+    /// SIGKILL the peer; how long until it was reaped.
+    pub fn kill_timed(mut self) -> TestResult<std::time::Duration> {
+        let start = std::time::Instant::now();
+        kill(self.pid, Signal::SIGKILL).ctx("kill")?;
+        self.reaped = true;
+        waitpid(self.pid, None).ctx("waitpid")?;
+        Ok(start.elapsed())
+    }
 }
 
 impl Drop for Peer {
