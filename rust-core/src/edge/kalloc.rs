@@ -52,14 +52,20 @@ fn checked_layout(layout: Layout) -> KResult<Layout> {
     Ok(layout)
 }
 
-/// Allocation failure injection for host tests: the n-th allocation of
-/// the current thread from now fails.
+/// Allocation failure injection for host tests (the n-th allocation of
+/// the current thread from now fails), and a count of allocations.
 #[cfg(test)]
 pub mod fault {
     use std::cell::Cell;
 
     std::thread_local! {
         static COUNTDOWN: Cell<Option<usize>> = const { Cell::new(None) };
+        static ATTEMPTS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Heap allocations the current thread asked for so far.
+    pub fn allocations() -> u64 {
+        ATTEMPTS.with(|c| c.get())
     }
 
     /// Makes the allocation after `n` successful ones fail (None: never).
@@ -68,6 +74,7 @@ pub mod fault {
     }
 
     pub(super) fn inject() -> bool {
+        ATTEMPTS.with(|c| c.set(c.get() + 1));
         COUNTDOWN.with(|c| match c.get() {
             Some(0) => {
                 c.set(None);

@@ -121,6 +121,20 @@ pub struct MockEnv {
     pub ptrace_denied: AtomicBool,
     /// The simulated DMA engine (off unless a test turns it on).
     pub dma: crate::testing::mock_dma::MockDma,
+    /// Acquisitions of the table mutex, of any context mutex, and
+    /// questions to the DMA engine (`dma_usable`), for structural tests.
+    pub probes: Probes,
+}
+
+/// What the copy path must not do, counted.
+#[derive(Default)]
+pub struct Probes {
+    /// table_lock calls.
+    pub table_locks: AtomicUsize,
+    /// ctx_lock calls.
+    pub ctx_locks: AtomicUsize,
+    /// dma_usable calls.
+    pub dma_probes: AtomicUsize,
 }
 
 impl MockEnv {
@@ -148,6 +162,7 @@ impl MockEnv {
             ptrace_policy: AtomicBool::new(false),
             ptrace_denied: AtomicBool::new(false),
             dma: Default::default(),
+            probes: Probes::default(),
         }
     }
 
@@ -418,6 +433,7 @@ impl Env for MockEnv {
     }
 
     fn table_lock(&self) {
+        self.probes.table_locks.fetch_add(1, SeqCst);
         let mut locked = self.table.lock().unwrap();
         while *locked {
             locked = self.table_cv.wait(locked).unwrap();
@@ -432,6 +448,7 @@ impl Env for MockEnv {
 
     /// One mutex for every context: enough to serialise the tests' threads.
     fn ctx_lock(&self, _shim: ShimCtx) {
+        self.probes.ctx_locks.fetch_add(1, SeqCst);
         let mut locked = self.ctx.lock().unwrap();
         while *locked {
             locked = self.ctx_cv.wait(locked).unwrap();
@@ -493,6 +510,7 @@ impl Env for MockEnv {
     }
 
     fn dma_usable(&self) -> bool {
+        self.probes.dma_probes.fetch_add(1, SeqCst);
         self.dma.usable()
     }
 
