@@ -2,8 +2,10 @@
 # bench.sh [--quick] [--kernel VER] BENCH_BIN OUTDIR - the benchmarks of
 # `make bench`: pingpong and contention on the host (memcpy, shm and CMA on
 # real hardware), then every benchmark in the VM with the module loaded
-# (every mechanism, emulated CPU).  Tables go to stdout; CSVs and PNG plots
-# to OUTDIR (host-*.{csv,png}, vm-*.{csv,png}).
+# (every mechanism), booted for measuring (tests/vm/run --bench: no memory
+# debugging, KVM when it works, else an emulated CPU, which every table
+# header then says).  Tables go to stdout; CSVs and PNG plots to OUTDIR
+# (host-*.{csv,png}, vm-*.{csv,png}).
 set -euo pipefail
 
 quick=()
@@ -30,7 +32,7 @@ echo "=== host: contention"
 
 echo "=== VM (kernel $kernel): every benchmark"
 log=$out/vm-console.log
-"$top/tests/vm/run" --kernel "$kernel" --timeout 1800 --add "$bin" \
+"$top/tests/vm/run" --bench --kernel "$kernel" --timeout 1800 --add "$bin" \
 	--add "$here/vm-quick.sh" -- vm-quick.sh "${quick[@]}" | tee "$log"
 
 # vm-quick.sh prints each CSV after a "=== NAME.csv" line; plot them here.
