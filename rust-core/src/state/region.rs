@@ -139,7 +139,7 @@ impl Region {
     }
 
     /// The region's segments.
-    pub fn layout(&self) -> &SegList {
+    pub fn layout(&self) -> &SegList<'static> {
         &self.layout
     }
 
