@@ -39,7 +39,7 @@ log=$out/vm-console.log
 for b in pingpong contention region-cost reuse; do
 	awk -v want="=== $b.csv" '
 		/^=== / { on = ($0 == want); next }
-		/^KNEM-VM-EXIT/ { on = 0 }
+		/^KNEM-VM-/ { on = 0 }
 		on { sub(/\r$/, ""); print }' "$log" > "$out/vm-$b.csv"
 	[ -s "$out/vm-$b.csv" ] || { echo "bench.sh: no $b.csv in the VM output" >&2; exit 1; }
 	"$bin" plot "$out/vm-$b.csv" "$out/vm-$b.png"
