@@ -116,7 +116,9 @@ coll-bin:
 	$(STATIC_BUILD) -p knem-coll
 
 # Host and VM, every mechanism side by side; tables on stdout, CSV and PNG
-# in build/bench/.  BENCH_ARGS=--quick for the smoke run of `make test`.
+# in build/bench/.  The VM boots for measuring (tests/vm/run --bench: no
+# memory debugging, KVM when a probe boot works, TCG otherwise, as the
+# tables say).  BENCH_ARGS=--quick for the smoke run of `make test`.
 BENCH_ARGS ?=
 bench: module bench-bin
 	userlib/knem-bench/scripts/bench.sh $(BENCH_ARGS) $(BENCH_BIN) $(BUILD)/bench

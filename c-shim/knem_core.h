@@ -40,8 +40,8 @@ struct knem_core_ctx;
  * Counters: X(field, what it counts) for each field of struct
  * knem_core_stats, in order.  The one list: the shim's sysfs files, the
  * core's counters (through bindgen) and knem-abi's STATS, which knem-stat,
- * the suite and the fuzzer use, all come from it.  Every field is a
- * snapshot of an atomic counter in the core.
+ * the suite and the fuzzer use, all come from it.  A new counter is one
+ * line here and its knem_shim_stat_add() calls in the core.
  */
 #define KNEM_CORE_STATS(X)                                                \
 	X(contexts, "live O_RDWR opens")                                  \
@@ -67,6 +67,14 @@ struct knem_core_stats {
 #define KNEM_CORE_STATS_FIELD(field, what) u64 field;
 	KNEM_CORE_STATS(KNEM_CORE_STATS_FIELD)
 #undef KNEM_CORE_STATS_FIELD
+};
+
+/* The index of each counter: its field's place in struct knem_core_stats. */
+enum knem_core_stat {
+#define KNEM_CORE_STATS_INDEX(field, what) KNEM_CORE_STAT_##field,
+	KNEM_CORE_STATS(KNEM_CORE_STATS_INDEX)
+#undef KNEM_CORE_STATS_INDEX
+	KNEM_CORE_NR_STATS
 };
 
 /* ------------------------------------------------------------------ */
@@ -147,9 +155,6 @@ long knem_core_ioctl(struct knem_core_ctx *ctx, unsigned int cmd, u64 arg,
 /* Called by the shim after the grace period started by knem_shim_call_rcu. */
 void knem_core_rcu_free(void *rcu_head);
 
-/* Fill *out with the current counters. */
-void knem_core_get_stats(struct knem_core_stats *out);
-
 /* ------------------------------------------------------------------ */
 /* Exported by the shim, called by the Rust core.                      */
 /* ------------------------------------------------------------------ */
@@ -191,6 +196,15 @@ int knem_shim_copy_page_user(void *page, u32 off, u64 uaddr, u32 len,
  */
 void knem_shim_copy_page_page(void *dst_page, u32 dst_off, void *src_page,
 			      u32 src_off, u32 len);
+
+/*
+ * Add delta to counter idx (an enum knem_core_stat) in this CPU's slot,
+ * wrapping: a gauge that goes down on another CPU than it went up on
+ * leaves a negative delta there.  The shim sums the slots only when the
+ * counters are read (sysfs, read() of an O_RDONLY open).  Any context;
+ * does not sleep, lock or write memory another CPU writes.
+ */
+void knem_shim_stat_add(u32 idx, u64 delta);
 
 /* A random value (get_random_u32). Does not sleep. */
 u32 knem_shim_random_u32(void);

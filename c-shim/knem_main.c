@@ -205,9 +205,13 @@ static int __init knem_init(void)
 {
 	int err;
 
-	err = knem_core_init();
+	err = knem_stats_init();
 	if (err)
 		return err;
+
+	err = knem_core_init();
+	if (err)
+		goto exit_stats;
 
 	err = misc_register(&knem_misc);
 	if (err)
@@ -217,6 +221,8 @@ static int __init knem_init(void)
 
 exit_core:
 	knem_core_exit();
+exit_stats:
+	knem_stats_exit();
 	return err;
 }
 
@@ -233,6 +239,7 @@ static void __exit knem_exit(void)
 	rcu_barrier();
 	knem_core_exit();
 	rcu_barrier();
+	knem_stats_exit();
 }
 
 module_init(knem_init);

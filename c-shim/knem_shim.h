@@ -86,7 +86,12 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 		     struct vm_area_struct *vma);
 void knem_status_put(struct knem_status_array *array);
 
-/* knem_stats.c: counters in sysfs and as text for read() on O_RDONLY fds. */
+/*
+ * knem_stats.c: the per-CPU counters (allocated first at load, freed last
+ * at unload), in sysfs and as text for read() on O_RDONLY fds.
+ */
+int knem_stats_init(void);
+void knem_stats_exit(void);
 extern const struct attribute_group *knem_stats_groups[];
 char *knem_stats_text(size_t *len);
 

@@ -2,13 +2,17 @@
 /*
  * knem_stats.c - the core's counters, for administrators.
  *
- * Each field of struct knem_core_stats is a read-only file in
+ * The core adds to its counters on every copy, from every CPU at once, so
+ * each CPU has its own slots and nothing is shared until someone reads:
+ * each field of struct knem_core_stats is a read-only file in
  * /sys/class/misc/knem/, and the whole set is the text that read() returns
- * on an O_RDONLY open, so `cat /dev/knem` shows it.
+ * on an O_RDONLY open, so `cat /dev/knem` shows it; both sum the slots.
  */
 #include <linux/build_bug.h>
+#include <linux/cpumask.h>
 #include <linux/device.h>
 #include <linux/kernel.h>
+#include <linux/percpu.h>
 #include <linux/slab.h>
 #include <linux/stddef.h>
 #include <linux/sysfs.h>
@@ -17,33 +21,68 @@
 #include "knem_core.h"
 #include "knem_shim.h"
 
+/*
+ * One CPU's slots.  A gauge released on another CPU than it was taken on
+ * leaves a negative delta in that CPU's slot: the slots are signed, and
+ * only their sum means something.
+ */
+struct knem_stat_cpu {
+	s64 v[KNEM_CORE_NR_STATS];
+};
+
+static struct knem_stat_cpu __percpu *knem_stat_cpus;
+
+void knem_shim_stat_add(u32 idx, u64 delta)
+{
+	if (likely(idx < KNEM_CORE_NR_STATS))
+		this_cpu_add(knem_stat_cpus->v[idx], (s64)delta);
+}
+
+/*
+ * The sum of every CPU's slot.  Adds racing with the walk may make a gauge
+ * look transiently negative (its release seen, its creation not yet): 0.
+ */
+static u64 knem_stat_sum(u32 idx)
+{
+	s64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += READ_ONCE(per_cpu_ptr(knem_stat_cpus, cpu)->v[idx]);
+	return sum < 0 ? 0 : sum;
+}
+
+int knem_stats_init(void)
+{
+	knem_stat_cpus = alloc_percpu(struct knem_stat_cpu);
+	return knem_stat_cpus ? 0 : -ENOMEM;
+}
+
+void knem_stats_exit(void)
+{
+	free_percpu(knem_stat_cpus);
+	knem_stat_cpus = NULL;
+}
+
 /* Every field of struct knem_core_stats, in order. */
 struct knem_stat_attribute {
 	struct device_attribute dev_attr;
-	size_t offset;          /* of the field in struct knem_core_stats */
+	u32 idx;                /* enum knem_core_stat */
 };
-
-static u64 knem_stat_value(const struct knem_core_stats *stats,
-			   const struct knem_stat_attribute *sattr)
-{
-	return *(const u64 *)((const char *)stats + sattr->offset);
-}
 
 static ssize_t knem_stat_show(struct device *dev,
 			      struct device_attribute *attr, char *buf)
 {
 	const struct knem_stat_attribute *sattr =
 		container_of(attr, struct knem_stat_attribute, dev_attr);
-	struct knem_core_stats stats;
 
-	knem_core_get_stats(&stats);
-	return sysfs_emit(buf, "%llu\n", knem_stat_value(&stats, sattr));
+	return sysfs_emit(buf, "%llu\n", knem_stat_sum(sattr->idx));
 }
 
 #define KNEM_STAT_ATTR(field, what)                                          \
 	static struct knem_stat_attribute knem_stat_##field = {          \
 		.dev_attr = __ATTR(field, 0444, knem_stat_show, NULL),   \
-		.offset = offsetof(struct knem_core_stats, field),       \
+		.idx = KNEM_CORE_STAT_##field,                           \
 	};
 KNEM_CORE_STATS(KNEM_STAT_ATTR)
 
@@ -58,8 +97,9 @@ static struct attribute *knem_stats_attrs[] = {
 	NULL
 };
 
-/* A field added to knem_core.h without a line above fails the build. */
-static_assert(ARRAY_SIZE(knem_stat_list) * sizeof(u64) ==
+/* The index list and the struct the core sees have the same fields. */
+static_assert(ARRAY_SIZE(knem_stat_list) == KNEM_CORE_NR_STATS);
+static_assert(KNEM_CORE_NR_STATS * sizeof(u64) ==
 	      sizeof(struct knem_core_stats));
 
 static const struct attribute_group knem_stats_group = {
@@ -75,12 +115,11 @@ const struct attribute_group *knem_stats_groups[] = {
 #define KNEM_STATS_TEXT_SIZE 2048
 
 /*
- * One snapshot of the counters as text, kmalloc()ed; *len is its length.
+ * The counters as text, kmalloc()ed; *len is its length.
  * NULL on allocation failure.
  */
 char *knem_stats_text(size_t *len)
 {
-	struct knem_core_stats stats;
 	size_t n, i;
 	char *text;
 
@@ -88,7 +127,6 @@ char *knem_stats_text(size_t *len)
 	if (!text)
 		return NULL;
 
-	knem_core_get_stats(&stats);
 	n = scnprintf(text, KNEM_STATS_TEXT_SIZE, "knem-rs %s, ABI 0x%x\n",
 		      KNEM_VERSION, KNEM_ABI_VERSION);
 	for (i = 0; i < ARRAY_SIZE(knem_stat_list); i++) {
@@ -96,7 +134,7 @@ char *knem_stats_text(size_t *len)
 
 		n += scnprintf(text + n, KNEM_STATS_TEXT_SIZE - n,
 			       "%-20s %llu\n", sattr->dev_attr.attr.name,
-			       knem_stat_value(&stats, sattr));
+			       knem_stat_sum(sattr->idx));
 	}
 	*len = n;
 	return text;

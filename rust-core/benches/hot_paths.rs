@@ -52,7 +52,7 @@ fn cookie_lookup(c: &mut Criterion) {
 }
 
 /// `n` segments of 3000 bytes, unaligned, one page apart.
-fn segments(n: u64) -> SegList {
+fn segments(n: u64) -> SegList<'static> {
     let iov: Vec<_> = (0..n)
         .map(|i| knem_cmd_param_iovec {
             base: 0x10_0000 + i * 8192 + 100,

@@ -11,7 +11,7 @@ use crate::edge::uaccess;
 use crate::exec::copy::{self, Outcome};
 use crate::exec::dma;
 use crate::exec::request::{status_of, Job};
-use crate::plan::layout::SegList;
+use crate::plan::layout::{SegList, Segment};
 use crate::state::context::{status, Context};
 use crate::state::device::Device;
 use crate::state::region::{Region, RegionAttrs, RegionRef, PROT_READ, PROT_WRITE};
@@ -29,6 +29,10 @@ const BIND_FLAGS: u32 =
 const MAX_MASK_BYTES: u32 = 1024;
 /// The only protection bits a region may have.
 const PROT_MASK: u32 = PROT_READ | PROT_WRITE;
+/// An inline copy with at most this many local iovecs reads and plans
+/// them on the stack: MPI transports send one or a few, and the copy path
+/// then allocates nothing.
+pub const INLINE_IOVECS: usize = 8;
 
 /// What GET_INFO reports without a DMA engine: the DMA flag is accepted
 /// and ignored ([`info`] is what it reports when one is usable).
@@ -349,6 +353,22 @@ impl<E: Env> Device<E> {
         }
     }
 
+    /// The caller's iovecs of an inline copy as segments: in `buf` for up
+    /// to [`INLINE_IOVECS`] of them, on the heap beyond.
+    fn local_segments<'s>(
+        &self,
+        req: &InlineReq,
+        buf: &'s mut [Segment; INLINE_IOVECS],
+    ) -> KResult<SegList<'s>> {
+        let mut iovs = [knem_cmd_param_iovec::default(); INLINE_IOVECS];
+        if let Some(iovs) = iovs.get_mut(..req.iovec_nr as usize) {
+            uaccess::read_iovecs_into(&self.env, req.iovec_array, iovs)?;
+            return SegList::new_in(iovs, buf);
+        }
+        let iovs = uaccess::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
+        SegList::new(&iovs)
+    }
+
     fn inline_copy(
         &self,
         caller: &Caller<'_>,
@@ -396,9 +416,8 @@ impl<E: Env> Device<E> {
             return self.finish(report, out, status_uaddr);
         }
         let found = self.lookup_checked(caller, req.cookie, req.write)?;
-        let iovs = uaccess::read_iovecs(&self.env, req.iovec_array, req.iovec_nr)?;
-        let local = SegList::new(&iovs)?;
-        drop(iovs);
+        let mut seg_buf = [Segment::default(); INLINE_IOVECS];
+        let local = self.local_segments(req, &mut seg_buf)?;
         self.table.consume(&self.env, &self.stats, &found)?;
         let out = copy::inline(
             &self.env,

@@ -6,7 +6,6 @@ use crate::edge::shim::{KernelEnv, RcuHead, ShimCtx};
 use crate::state::context::Context;
 use crate::state::device::Device;
 use crate::state::region;
-use crate::state::stats::KnemCoreStats;
 use core::ffi::{c_int, c_long, c_uint, c_void};
 
 /// The device of the loaded module.
@@ -190,19 +189,6 @@ pub unsafe extern "C" fn knem_core_dma_release(token: *mut c_void, ok: c_int) {
 pub unsafe extern "C" fn knem_core_rcu_free(rcu_head: *mut c_void) {
     // SAFETY: forwarded contract.
     unsafe { region::rcu_free(rcu_head.cast::<RcuHead>()) }
-}
-
-/// Fills `*out` with the counters.
-///
-/// # Safety
-/// `out` must be valid for a write of `struct knem_core_stats`.
-#[no_mangle]
-pub unsafe extern "C" fn knem_core_get_stats(out: *mut KnemCoreStats) {
-    if out.is_null() {
-        return;
-    }
-    // SAFETY: the shim passes a writable struct knem_core_stats.
-    unsafe { out.write(DEVICE.stats.snapshot()) }
 }
 
 /// Any panic left in the object references an undefined symbol, so

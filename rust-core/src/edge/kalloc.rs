@@ -53,8 +53,8 @@ fn checked_layout(layout: Layout) -> KResult<Layout> {
     Ok(layout)
 }
 
-/// Allocation failure injection for host tests: the n-th allocation of
-/// the current thread from now fails.
+/// Allocation failure injection for host tests (the n-th allocation of
+/// the current thread from now fails), and a count of allocations.
 #[cfg(test)]
 pub mod fault {
     use std::cell::Cell;
@@ -62,6 +62,7 @@ pub mod fault {
     std::thread_local! {
         static COUNTDOWN: Cell<Option<usize>> = const { Cell::new(None) };
         static LARGEST: Cell<usize> = const { Cell::new(0) };
+        static ATTEMPTS: Cell<u64> = const { Cell::new(0) };
     }
 
     /// The largest allocation the current thread asked for since the last
@@ -74,12 +75,18 @@ pub mod fault {
         LARGEST.with(|c| c.set(c.get().max(size)));
     }
 
+    /// Heap allocations the current thread asked for so far.
+    pub fn allocations() -> u64 {
+        ATTEMPTS.with(|c| c.get())
+    }
+
     /// Makes the allocation after `n` successful ones fail (None: never).
     pub fn fail_after(n: Option<usize>) {
         COUNTDOWN.with(|c| c.set(n));
     }
 
     pub(super) fn inject() -> bool {
+        ATTEMPTS.with(|c| c.set(c.get() + 1));
         COUNTDOWN.with(|c| match c.get() {
             Some(0) => {
                 c.set(None);

@@ -88,3 +88,20 @@ pub fn read_iovecs<E: Env>(env: &E, uaddr: u64, nr: u32) -> KResult<KArray<knem_
 }
 // SAFETY: an integer.
 unsafe impl Pod for u8 {}
+
+/// Reads `out.len()` iovecs into a buffer of the caller's (no
+/// allocation); EINVAL past [`MAX_IOVECS`], EFAULT if unreadable.
+pub fn read_iovecs_into<E: Env>(
+    env: &E,
+    uaddr: u64,
+    out: &mut [knem_cmd_param_iovec],
+) -> KResult<()> {
+    if out.len() > MAX_IOVECS as usize {
+        return Err(EINVAL);
+    }
+    if !out.is_empty() {
+        env.copy_from_user(bytes_of_mut(out), uaddr)
+            .map_err(|_| EFAULT)?;
+    }
+    Ok(())
+}

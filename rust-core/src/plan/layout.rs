@@ -44,46 +44,81 @@ pub struct Pos {
     pub in_seg: u64,
 }
 
+/// Where a list's segments are: its own heap array (a region's), or a
+/// buffer of the caller's (a short local list, on the stack).
+enum Segs<'s> {
+    Owned(KArray<Segment>),
+    Borrowed(&'s [Segment]),
+}
+
 /// A validated list of segments.
 ///
 /// # Invariants
 /// For every segment `base + len` does not overflow, `start` is the sum of
 /// the lengths before it and `first_page` the sum of their page counts;
 /// `total` and `pages` are the full sums.
-pub struct SegList {
-    segs: KArray<Segment>,
+pub struct SegList<'s> {
+    segs: Segs<'s>,
     total: u64,
     pages: u64,
 }
 
-impl SegList {
-    /// Validates user iovecs.  A segment whose end wraps around the address
-    /// space is EFAULT; a total length that overflows u64 is EINVAL.
-    pub fn new(iovecs: &[knem_cmd_param_iovec]) -> KResult<SegList> {
-        let mut segs = KArray::<Segment>::try_default(iovecs.len())?;
-        let mut total: u64 = 0;
-        let mut pages: u64 = 0;
-        for (seg, iov) in segs.iter_mut().zip(iovecs) {
-            if iov.base.checked_add(iov.len).is_none() {
-                return Err(EFAULT);
-            }
-            *seg = Segment {
-                base: iov.base,
-                len: iov.len,
-                start: total,
-                first_page: pages,
-            };
-            total = total.checked_add(iov.len).ok_or(EINVAL)?;
-            pages = pages.checked_add(seg.pages()).ok_or(EINVAL)?;
+/// Fills `segs` from `iovecs` (same length); returns (total, pages).
+fn fill(segs: &mut [Segment], iovecs: &[knem_cmd_param_iovec]) -> KResult<(u64, u64)> {
+    let mut total: u64 = 0;
+    let mut pages: u64 = 0;
+    for (seg, iov) in segs.iter_mut().zip(iovecs) {
+        if iov.base.checked_add(iov.len).is_none() {
+            return Err(EFAULT);
         }
-        // INVARIANT: checked and accumulated above.
-        Ok(SegList { segs, total, pages })
+        *seg = Segment {
+            base: iov.base,
+            len: iov.len,
+            start: total,
+            first_page: pages,
+        };
+        total = total.checked_add(iov.len).ok_or(EINVAL)?;
+        pages = pages.checked_add(seg.pages()).ok_or(EINVAL)?;
+    }
+    Ok((total, pages))
+}
+
+impl SegList<'static> {
+    /// Validates user iovecs into a list of its own.  A segment whose end
+    /// wraps around the address space is EFAULT; a total length that
+    /// overflows u64 is EINVAL.
+    pub fn new(iovecs: &[knem_cmd_param_iovec]) -> KResult<SegList<'static>> {
+        let mut segs = KArray::<Segment>::try_default(iovecs.len())?;
+        let (total, pages) = fill(&mut segs, iovecs)?;
+        // INVARIANT: checked and accumulated by fill.
+        Ok(SegList {
+            segs: Segs::Owned(segs),
+            total,
+            pages,
+        })
+    }
+}
+
+impl<'s> SegList<'s> {
+    /// As [`SegList::new`], with the segments in `buf` when they fit
+    /// (no allocation), on the heap otherwise.
+    pub fn new_in(iovecs: &[knem_cmd_param_iovec], buf: &'s mut [Segment]) -> KResult<Self> {
+        let Some(segs) = buf.get_mut(..iovecs.len()) else {
+            return SegList::new(iovecs);
+        };
+        let (total, pages) = fill(segs, iovecs)?;
+        // INVARIANT: checked and accumulated by fill.
+        Ok(SegList {
+            segs: Segs::Borrowed(segs),
+            total,
+            pages,
+        })
     }
 
     /// An empty list.
-    pub const fn empty() -> SegList {
+    pub const fn empty() -> Self {
         SegList {
-            segs: KArray::empty(),
+            segs: Segs::Owned(KArray::empty()),
             total: 0,
             pages: 0,
         }
@@ -91,7 +126,15 @@ impl SegList {
 
     /// The segments.
     pub fn segments(&self) -> &[Segment] {
-        &self.segs
+        match &self.segs {
+            Segs::Owned(a) => a,
+            Segs::Borrowed(b) => b,
+        }
+    }
+
+    /// Whether the segments are in a buffer of the caller's.
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.segs, Segs::Borrowed(_))
     }
 
     /// Total bytes.
@@ -114,11 +157,9 @@ impl SegList {
         // non-empty and contains off (empty segments share the start of the
         // next one, so they are never the last one to start at or before a
         // byte that exists).
-        let idx = self
-            .segs
-            .partition_point(|s| s.start <= off)
-            .checked_sub(1)?;
-        let seg = self.segs.get(idx)?;
+        let segs = self.segments();
+        let idx = segs.partition_point(|s| s.start <= off).checked_sub(1)?;
+        let seg = segs.get(idx)?;
         Some(Pos {
             seg: idx,
             in_seg: off - seg.start,
@@ -128,7 +169,7 @@ impl SegList {
     /// Index in the page array of the page holding the byte at `pos`, and
     /// that byte's offset inside the page.
     pub fn page_of(&self, pos: Pos) -> Option<(u64, u32)> {
-        let seg = self.segs.get(pos.seg)?;
+        let seg = self.segments().get(pos.seg)?;
         let addr = seg.base + pos.in_seg;
         let idx = seg.first_page + (addr >> PAGE_SHIFT) - (seg.base >> PAGE_SHIFT);
         Some((idx, (addr & (PAGE_SIZE - 1)) as u32))
@@ -138,15 +179,15 @@ impl SegList {
 /// A moving position in a [`SegList`], skipping empty segments.
 #[derive(Clone)]
 pub struct Cursor<'a> {
-    list: &'a SegList,
+    list: &'a SegList<'a>,
     pos: Pos,
 }
 
 impl<'a> Cursor<'a> {
     /// A cursor at flattened offset `off` (exhausted when past the end).
-    pub fn at(list: &'a SegList, off: u64) -> Cursor<'a> {
+    pub fn at(list: &'a SegList<'a>, off: u64) -> Cursor<'a> {
         let pos = list.seek(off).unwrap_or(Pos {
-            seg: list.segs.len(),
+            seg: list.segments().len(),
             in_seg: 0,
         });
         Cursor { list, pos }
@@ -158,21 +199,21 @@ impl<'a> Cursor<'a> {
     }
 
     /// The list this cursor walks.
-    pub fn list(&self) -> &'a SegList {
+    pub fn list(&self) -> &'a SegList<'a> {
         self.list
     }
 
     /// User address of the current byte and bytes left in its segment, or
     /// None when exhausted.  Never returns an empty run.
     pub fn current(&self) -> Option<(u64, u64)> {
-        let seg = self.list.segs.get(self.pos.seg)?;
+        let seg = self.list.segments().get(self.pos.seg)?;
         Some((seg.base + self.pos.in_seg, seg.len - self.pos.in_seg))
     }
 
     /// Moves `n` bytes forward; `n` must not exceed the current run.
     pub fn advance(&mut self, n: u64) {
         self.pos.in_seg += n;
-        while let Some(seg) = self.list.segs.get(self.pos.seg) {
+        while let Some(seg) = self.list.segments().get(self.pos.seg) {
             if self.pos.in_seg < seg.len {
                 break;
             }

@@ -65,4 +65,14 @@ impl<E: Env> Device<E> {
         stats::sub(&self.stats.contexts, 1);
         drop(ctx);
     }
+
+    /// The device's shared words besides the counters (which are per-CPU
+    /// in the kernel) and region reference counts: the context id source
+    /// and the table's [`Table::fingerprint`].
+    #[cfg(test)]
+    pub fn fingerprint(&self) -> std::vec::Vec<u64> {
+        let mut v = self.table.fingerprint();
+        v.push(self.next_ctx.load(Relaxed));
+        v
+    }
 }

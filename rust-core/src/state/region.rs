@@ -49,7 +49,7 @@ pub struct RegionAttrs {
 pub struct Region {
     rcu: RcuHead,
     refs: AtomicUsize,
-    layout: SegList,
+    layout: SegList<'static>,
     pages: KArray<PagePtr>,
     attrs: RegionAttrs,
     /// The pinning process and the mm its pages are charged to.
@@ -67,7 +67,7 @@ impl Region {
     pub fn create<E: Env>(
         env: &E,
         stats: &Stats,
-        layout: SegList,
+        layout: SegList<'static>,
         attrs: RegionAttrs,
     ) -> KResult<KBox<Region>> {
         Self::pin_new(env, stats, layout, attrs, true)
@@ -80,7 +80,7 @@ impl Region {
     pub fn create_local<E: Env>(
         env: &E,
         stats: &Stats,
-        layout: SegList,
+        layout: SegList<'static>,
         written: bool,
     ) -> KResult<KBox<Region>> {
         let attrs = RegionAttrs {
@@ -95,7 +95,7 @@ impl Region {
     fn pin_new<E: Env>(
         env: &E,
         stats: &Stats,
-        layout: SegList,
+        layout: SegList<'static>,
         attrs: RegionAttrs,
         counted: bool,
     ) -> KResult<KBox<Region>> {
@@ -157,7 +157,7 @@ impl Region {
     }
 
     /// The region's segments.
-    pub fn layout(&self) -> &SegList {
+    pub fn layout(&self) -> &SegList<'static> {
         &self.layout
     }
 

@@ -343,6 +343,7 @@ impl Table {
     /// Consumes the single-use ones of two regions found by
     /// [`Table::lookup`], both or neither: if another copy consumed one of
     /// them first, the other stays in the table and this gives EINVAL.
+    /// When neither is single-use nothing happens (and no lock is taken).
     ///
     /// Both claims happen under the table lock, so destroy and release
     /// (which take it too) never see the claim that is undone; a lock-free
@@ -362,10 +363,14 @@ impl Table {
                 .compare_exchange(f.state, with_st(f.state, ST_CONSUMED), AcqRel, Relaxed)
                 .is_ok()
         };
+        let (sa, sb) = (single(a), single(b));
+        if !sa && !sb {
+            // Nothing to consume: the copy path takes no lock.
+            return Ok(());
+        }
         let mut refs = [None::<NonNull<Region>>; 2];
         {
             let _g = TableGuard::new(env);
-            let (sa, sb) = (single(a), single(b));
             if sa && !claim(a) {
                 return Err(EINVAL);
             }
@@ -508,6 +513,25 @@ impl Table {
         let _g = TableGuard::new(env);
         // SAFETY: table lock held; the borrow ends here.
         unsafe { self.live() }.users.get(uid as u64)
+    }
+
+    /// Every word of the table that operations other than lookups write:
+    /// the allocation fields and each used slot's state, region and link
+    /// (structural tests compare it before and after an operation).
+    #[cfg(test)]
+    pub fn fingerprint(&self) -> std::vec::Vec<u64> {
+        let used = self.used.load(Relaxed);
+        let mut v = std::vec![
+            self.nchunks.load(Relaxed) as u64,
+            used as u64,
+            self.free_head.load(Relaxed) as u64,
+        ];
+        for slot in (0..used as u32).filter_map(|i| self.slot(i)) {
+            v.push(slot.state.load(Relaxed));
+            v.push(slot.region.load(Relaxed) as u64);
+            v.push(slot.next_free.load(Relaxed) as u64);
+        }
+        v
     }
 }
 

@@ -126,6 +126,20 @@ pub struct MockEnv {
     /// Copies stop after this many more pieces (None: never), as when the
     /// caller gets a fatal signal.
     pub stop_after: Mutex<Option<u64>>,
+    /// Acquisitions of the table mutex, of any context mutex, and
+    /// questions to the DMA engine (`dma_usable`), for structural tests.
+    pub probes: Probes,
+}
+
+/// What the copy path must not do, counted.
+#[derive(Default)]
+pub struct Probes {
+    /// table_lock calls.
+    pub table_locks: AtomicUsize,
+    /// ctx_lock calls.
+    pub ctx_locks: AtomicUsize,
+    /// dma_usable calls.
+    pub dma_probes: AtomicUsize,
 }
 
 impl MockEnv {
@@ -155,6 +169,7 @@ impl MockEnv {
             dma: Default::default(),
             regions_per_user: AtomicU64::new(crate::edge::shim::REGIONS_PER_USER_DEFAULT),
             stop_after: Mutex::new(None),
+            probes: Probes::default(),
         }
     }
 
@@ -425,6 +440,7 @@ impl Env for MockEnv {
     }
 
     fn table_lock(&self) {
+        self.probes.table_locks.fetch_add(1, SeqCst);
         let mut locked = self.table.lock().unwrap();
         while *locked {
             locked = self.table_cv.wait(locked).unwrap();
@@ -439,6 +455,7 @@ impl Env for MockEnv {
 
     /// One mutex for every context: enough to serialise the tests' threads.
     fn ctx_lock(&self, _shim: ShimCtx) {
+        self.probes.ctx_locks.fetch_add(1, SeqCst);
         let mut locked = self.ctx.lock().unwrap();
         while *locked {
             locked = self.ctx_cv.wait(locked).unwrap();
@@ -515,6 +532,7 @@ impl Env for MockEnv {
     }
 
     fn dma_usable(&self) -> bool {
+        self.probes.dma_probes.fetch_add(1, SeqCst);
         self.dma.usable()
     }
 

@@ -2,6 +2,7 @@
 
 use super::helpers::*;
 use crate::edge::errno::*;
+use crate::ioctl::INLINE_IOVECS;
 use crate::state::context::status;
 use crate::state::table::{make_cookie, split_cookie};
 use knem_abi::*;
@@ -959,14 +960,22 @@ fn allocation_failure_at_every_step_leaks_nothing() {
         "iovecs, segments, pages, region, table chunk: {failures}"
     );
     assert_eq!(d.stats.snapshot().err_enomem, failures);
-    // Inline copies allocate too (local iovecs and segments).
+    // Inline copies allocate (local iovecs and segments) only past what
+    // the stack holds.
     let cookie = create(&d, &c, &[(a, 100)], RW, 0).unwrap();
+    let many: Vec<(u64, u64)> = (0..INLINE_IOVECS as u64 + 1)
+        .map(|i| (a + 200 + 10 * i, 10))
+        .collect();
     for k in 0..2 {
         fail_after(Some(k));
-        let r = inline(&d, &c, &Inline::new(&[(a + 200, 10)], false, cookie));
+        let r = inline(&d, &c, &Inline::new(&many, false, cookie));
         fail_after(None);
         assert_eq!(r, Err(neg(ENOMEM)));
     }
+    fail_after(Some(0));
+    let r = inline(&d, &c, &Inline::new(&many[..INLINE_IOVECS], false, cookie));
+    fail_after(None);
+    assert_eq!(r, OK, "no allocation up to INLINE_IOVECS");
     fail_after(Some(0));
     assert!(d.ctx_new(2).is_err());
     finish(&d, vec![c]);

@@ -2,8 +2,10 @@
 # bench.sh [--quick] [--kernel VER] BENCH_BIN OUTDIR - the benchmarks of
 # `make bench`: pingpong and contention on the host (memcpy, shm and CMA on
 # real hardware), then every benchmark in the VM with the module loaded
-# (every mechanism, emulated CPU).  Tables go to stdout; CSVs and PNG plots
-# to OUTDIR (host-*.{csv,png}, vm-*.{csv,png}).
+# (every mechanism), booted for measuring (tests/vm/run --bench: no memory
+# debugging, KVM when it works, else an emulated CPU, which every table
+# header then says).  Tables go to stdout; CSVs and PNG plots to OUTDIR
+# (host-*.{csv,png}, vm-*.{csv,png}).
 set -euo pipefail
 
 quick=()
@@ -30,14 +32,14 @@ echo "=== host: contention"
 
 echo "=== VM (kernel $kernel): every benchmark"
 log=$out/vm-console.log
-"$top/tests/vm/run" --kernel "$kernel" --timeout 1800 --add "$bin" \
+"$top/tests/vm/run" --bench --kernel "$kernel" --timeout 1800 --add "$bin" \
 	--add "$here/vm-quick.sh" -- vm-quick.sh "${quick[@]}" | tee "$log"
 
 # vm-quick.sh prints each CSV after a "=== NAME.csv" line; plot them here.
 for b in pingpong contention region-cost reuse; do
 	awk -v want="=== $b.csv" '
 		/^=== / { on = ($0 == want); next }
-		/^KNEM-VM-EXIT/ { on = 0 }
+		/^KNEM-VM-/ { on = 0 }
 		on { sub(/\r$/, ""); print }' "$log" > "$out/vm-$b.csv"
 	[ -s "$out/vm-$b.csv" ] || { echo "bench.sh: no $b.csv in the VM output" >&2; exit 1; }
 	"$bin" plot "$out/vm-$b.csv" "$out/vm-$b.png"

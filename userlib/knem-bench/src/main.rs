@@ -171,6 +171,17 @@ fn sizes_or(
     parse_size_list(s, step).ctx("--sizes")
 }
 
+/// A table under a title that says what its numbers are (emulated or
+/// not), followed under TCG by the warning its kernel-copy ratios need.
+fn section(machine: &Machine, title: &str, table: &str, recs: &[Record]) -> String {
+    let mut s = format!("\n[{title}] {}\n{table}", machine.numbers());
+    if let Some(w) = machine.ratio_warning(recs) {
+        s += &w;
+        s += "\n";
+    }
+    s
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -259,15 +270,18 @@ fn run(cli: Cli) -> Result<()> {
             );
             let recs = pingpong::pingpong(&st, &run, chunk)?;
             for cache in &st.caches {
-                text += &format!(
-                    "\n[{} buffers]\n",
-                    if *cache == Cache::Hot {
-                        "cache-hot"
-                    } else {
-                        "off-cache"
-                    }
-                );
-                text += &pingpong::pingpong_table(&recs, cache.name()).render();
+                let title = if *cache == Cache::Hot {
+                    "cache-hot buffers"
+                } else {
+                    "off-cache buffers"
+                };
+                let mine: Vec<Record> = recs
+                    .iter()
+                    .filter(|r| r.cache == cache.name())
+                    .cloned()
+                    .collect();
+                let table = pingpong::pingpong_table(&recs, cache.name()).render();
+                text += &section(&machine, title, &table, &mine);
             }
             recs
         }
@@ -309,8 +323,12 @@ fn run(cli: Cli) -> Result<()> {
                 "contention: R readers copy the same source concurrently; median of {reps} reps"
             );
             let recs = contention::contention(&st, &run)?;
-            text += "\n";
-            text += &contention::table(&recs).render();
+            text += &section(
+                &machine,
+                "contention",
+                &contention::table(&recs).render(),
+                &recs,
+            );
             recs
         }
         Cmd::RegionCost {
@@ -336,8 +354,12 @@ fn run(cli: Cli) -> Result<()> {
             };
             println!("region-cost: one process, cache-hot; median of {reps} reps");
             let mut recs = regions::region_cost(&st, probes.knem.is_none(), probes.cma.is_none())?;
-            text += "\n";
-            text += &regions::region_cost_table(&recs).render();
+            text += &section(
+                &machine,
+                "region-cost",
+                &regions::region_cost_table(&recs).render(),
+                &recs,
+            );
             if probes.knem.is_none() {
                 let counts = if live.is_empty() {
                     if q {
@@ -350,8 +372,15 @@ fn run(cli: Cli) -> Result<()> {
                 };
                 let cs = parse_size(copy_size).ctx("--copy-size")?;
                 let live = regions::live_regions(&counts, cs, reps, max_iters.max(10))?;
-                text += "\n[copy with N live regions]\n";
-                text += &regions::live_table(&live).render();
+                text += &section(
+                    &machine,
+                    "copy with N live regions",
+                    &regions::live_table(&live).render(),
+                    &live,
+                );
+                if let Some(line) = regions::live_ratio_line(&live) {
+                    text += &line;
+                }
                 recs.extend(live);
             }
             recs
@@ -375,8 +404,12 @@ fn run(cli: Cli) -> Result<()> {
             };
             println!("reuse: one region read many times vs create+read+destroy per copy; median of {reps} reps");
             let recs = regions::reuse(&st, probes.knem.is_none(), probes.cma.is_none())?;
-            text += "\n";
-            text += &regions::reuse_table(&recs).render();
+            text += &section(
+                &machine,
+                "reuse",
+                &regions::reuse_table(&recs).render(),
+                &recs,
+            );
             recs
         }
         Cmd::ShmChunk {
@@ -411,8 +444,12 @@ fn run(cli: Cli) -> Result<()> {
                 fmt_size(size)
             );
             let recs = pingpong::shm_chunk(&st, size, &chunks)?;
-            text += "\n";
-            text += &pingpong::shm_chunk_table(&recs).render();
+            text += &section(
+                &machine,
+                "shm-chunk",
+                &pingpong::shm_chunk_table(&recs).render(),
+                &recs,
+            );
             recs
         }
         Cmd::Plot { .. } | Cmd::Coll(_) => unreachable!("handled above"),

@@ -189,6 +189,36 @@ pub fn live_regions(counts: &[u64], copy_size: u64, reps: u32, iters: u64) -> Re
     Ok(recs)
 }
 
+/// Most the copy time may differ, either way, between the fewest and the
+/// most live regions for the lookup to count as independent of the
+/// table's size (a faster copy with more regions is noise, not a win).
+pub const LIVE_TOLERANCE: f64 = 0.05;
+
+/// The lookup-cost line under the live-regions table: the copy time with
+/// the most live regions against the time with the fewest.
+pub fn live_ratio_line(recs: &[Record]) -> Option<String> {
+    let lo = recs.iter().min_by_key(|r| r.param)?;
+    let hi = recs.iter().max_by_key(|r| r.param)?;
+    if hi.param == lo.param {
+        return None;
+    }
+    let x = ratio(hi.median_us, lo.median_us)?;
+    Some(format!(
+        "lookup cost: a {} copy with {} live regions takes {x:.3}x its time with {} ({:.2} vs {:.2} us): {} {:.0}%\n",
+        fmt_sz(hi.size),
+        hi.param,
+        lo.param,
+        hi.median_us,
+        lo.median_us,
+        if (x - 1.0).abs() <= LIVE_TOLERANCE {
+            "within"
+        } else {
+            "NOT within"
+        },
+        LIVE_TOLERANCE * 100.0
+    ))
+}
+
 /// Reading one declared region many times vs declaring one per copy.
 pub fn reuse(st: &Settings, knem: bool, cma_ok: bool) -> Result<Vec<Record>> {
     let max = *st.sizes.iter().max().unwrap_or(&4096) as usize;
@@ -345,4 +375,39 @@ pub fn reuse_table(recs: &[Record]) -> Table {
         ]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_ratio_line_compares_most_with_fewest() {
+        let recs = vec![
+            rec("live-regions", "knem-read", 4096, 100_000, 10, &[10.4]),
+            rec("live-regions", "knem-read", 4096, 1, 10, &[10.0]),
+            rec("live-regions", "knem-read", 4096, 1000, 10, &[99.0]),
+        ];
+        let line = live_ratio_line(&recs).unwrap();
+        assert!(
+            line.contains("100000 live regions takes 1.040x its time with 1"),
+            "{line}"
+        );
+        assert!(line.contains(": within 5%"), "{line}");
+        let slow = vec![
+            rec("live-regions", "knem-read", 4096, 1, 10, &[10.0]),
+            rec("live-regions", "knem-read", 4096, 10, 10, &[10.6]),
+        ];
+        assert!(live_ratio_line(&slow).unwrap().contains("NOT within 5%"));
+        let noisy = vec![
+            rec("live-regions", "knem-read", 4096, 1, 10, &[10.0]),
+            rec("live-regions", "knem-read", 4096, 100_000, 10, &[4.0]),
+        ];
+        let line = live_ratio_line(&noisy).unwrap();
+        assert!(
+            line.contains("0.400x") && line.contains("NOT within 5%"),
+            "{line}"
+        );
+        assert_eq!(live_ratio_line(&slow[..1]), None);
+    }
 }

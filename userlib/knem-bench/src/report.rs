@@ -304,6 +304,7 @@ mod tests {
                 vm: None,
                 llc_bytes: Some(32 << 20),
                 load: Some(0.5),
+                accel: "native".into(),
             },
             command: "knem-bench pingpong, --quick".into(),
             skipped: vec![("knem-read".into(), "no /dev/knem".into())],

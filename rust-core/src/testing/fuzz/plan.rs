@@ -187,7 +187,7 @@ fn bound(inp: &mut Input<'_>) -> Option<u64> {
 }
 
 /// Validation against the model; the model when it succeeded.
-fn validate(iovs: &[Iov]) -> Option<(SegList, Model)> {
+fn validate(iovs: &[Iov]) -> Option<(SegList<'static>, Model)> {
     match (SegList::new(iovs), Model::new(iovs)) {
         (Ok(l), Ok(m)) => {
             assert_eq!((l.total(), l.pages()), (m.total, m.pages), "totals");
