@@ -107,8 +107,8 @@ fi
 msg_log=$(sed -n "s|^knem-rs: kernel $broken_kver: knem.ko did not build (dkms status [0-9]*); see \(/.*\)\$|\1|p" \
 	"$logdir/broken-install.log")
 if [ "$(grep -c "^knem-rs: kernel $broken_kver" "$logdir/broken-install.log")" = 1 ] &&
-	[ -n "$msg_log" ] && [ -s "$msg_log" ]; then
-	ok "one line names $broken_kver and its build log, which exists ($msg_log)"
+	[ -n "$msg_log" ] && grep -q 'deliberately broken kernel headers' "$msg_log"; then
+	ok "one line names $broken_kver and its build log, which shows the failure ($msg_log)"
 else
 	bad "no single line naming $broken_kver and an existing build log (log: $logdir/broken-install.log)"
 fi

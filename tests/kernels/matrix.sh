@@ -257,12 +257,16 @@ tarball() {
 	echo "$t"
 }
 
-# "name kver suite chroot" for every prepared kernel.
+# "name kver suite chroot" for every selected kernel of the prepared chroots.
 prepared() {
-	local c
+	local c name rest
 	for c in $(chroots); do
 		[ -f "$dir/kernels-$c" ] || die "chroot $c is not prepared ($prog prepare)"
-		sed "s/\$/ $c/" "$dir/kernels-$c"
+		while read -r name rest; do
+			if [ -z "${KNEM_KERNELS:-}" ] || [[ " $KNEM_KERNELS " == *" $name "* ]]; then
+				echo "$name $rest $c"
+			fi
+		done < "$dir/kernels-$c"
 	done
 }
 
@@ -300,22 +304,29 @@ build_chroot() {
 	return $failed
 }
 
-# Two chroots at a time (the machine's two cores).
-cmd_build() {
-	local tb c failed=0 pids=() cs i
-	tb=$(tarball)
-	mkdir -p "$dir/logs" "$dir/modules"
-	prepared > /dev/null
+# two_at_a_time FUNCTION ARG...: FUNCTION CHROOT ARG... for every chroot,
+# two at a time (the machine's two cores).
+two_at_a_time() {
+	local fn=$1 failed=0 pids=() cs i p
+	shift
 	mapfile -t cs < <(chroots)
 	for ((i = 0; i < ${#cs[@]}; i += 2)); do
 		pids=()
-		build_chroot "${cs[$i]}" "$tb" & pids+=($!)
+		"$fn" "${cs[$i]}" "$@" & pids+=($!)
 		if [ $((i + 1)) -lt ${#cs[@]} ]; then
-			build_chroot "${cs[$((i + 1))]}" "$tb" & pids+=($!)
+			"$fn" "${cs[$((i + 1))]}" "$@" & pids+=($!)
 		fi
-		for c in "${pids[@]}"; do wait "$c" || failed=1; done
+		for p in "${pids[@]}"; do wait "$p" || failed=1; done
 	done
 	return $failed
+}
+
+cmd_build() {
+	local tb
+	tb=$(tarball)
+	mkdir -p "$dir/logs" "$dir/modules"
+	prepared > /dev/null
+	two_at_a_time build_chroot "$tb"
 }
 
 # ---- dkms -------------------------------------------------------------------
@@ -362,13 +373,11 @@ dkms_chroot() {
 }
 
 cmd_dkms() {
-	local tb debdir=$top/build/deb c failed=0
+	local tb debdir=$top/build/deb failed=0
 	tb=$(tarball)
 	ls "$debdir"/knem-rs-dkms_*_all.deb > /dev/null 2>&1 || die "no knem-rs-dkms .deb in $debdir (make deb)"
 	prepared > /dev/null
-	for c in $(chroots); do
-		dkms_chroot "$c" "$tb" "$debdir" || failed=1
-	done
+	two_at_a_time dkms_chroot "$tb" "$debdir" || failed=1
 	return $failed
 }
 
