@@ -33,9 +33,12 @@
 #
 # Environment:
 #   KNEM_KERNELS_DIR       chroots and results (default build/kernels)
-#   KNEM_KERNELS           names of the kernels to handle (default: all)
+#   KNEM_KERNELS           names of the kernels to handle (default: all); the
+#                          chroots they need are prepared, built and tested
+#                          whole
 #   KNEM_KERNELS_MIRROR    Debian mirror (default http://deb.debian.org/debian)
 #   KNEM_KERNELS_TARBALL   the source tarball (default build/dist/knem-rs-*.tar.gz)
+#   KNEM_KERNELS_REFRESH   1: prepare the chroots anew even if prepared before
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -210,7 +213,7 @@ prepare_chroot() {
 		done
 		[ -n "$found" ] || die "$suite: no linux-headers-$flavour version with an image"
 		echo "$name $found $suite" >> "$dir/kernels-$c"
-	done < <(selected)
+	done < <(KNEM_KERNELS='' selected)
 	timing "images-$c" $((SECONDS - t1))
 
 	# The release's compiler and dkms, then each kernel's headers from its
@@ -224,18 +227,32 @@ prepare_chroot() {
 	timing "prepare-$c" $((SECONDS - t0))
 }
 
+# A chroot prepared once is kept (KNEM_KERNELS_REFRESH=1: made anew); the
+# lock lets a prepare started early in the background (.ci/run) finish
+# before the stage's own prepare looks.
 cmd_prepare() {
-	local c pids=() failed=0 i=0 cs
+	local c pids=() failed=0 i=0 cs=() todo=()
 	command -v debootstrap > /dev/null || die "debootstrap is missing (tests/setup-deps.sh)"
 	mkdir -p "$dir/logs"
+	exec 9> "$dir/prepare.lock"
+	flock 9
 	mapfile -t cs < <(chroots)
-	# Downloads dominate: every release at once.
 	for c in "${cs[@]}"; do
+		if [ "${KNEM_KERNELS_REFRESH:-0}" = 1 ] || [ ! -f "$dir/prepared-$c" ]; then
+			rm -f "$dir/prepared-$c"
+			todo+=("$c")
+		else
+			echo "prepared $c earlier: $(tr '\n' ' ' < "$dir/kernels-$c")"
+		fi
+	done
+	# Downloads dominate: every release at once.
+	for c in "${todo[@]}"; do
 		prepare_chroot "$c" > "$dir/logs/prepare-$c.log" 2>&1 &
 		pids+=($!)
 	done
-	for c in "${cs[@]}"; do
+	for c in "${todo[@]}"; do
 		if wait "${pids[$i]}"; then
+			touch "$dir/prepared-$c"
 			echo "prepared $c: $(tr '\n' ' ' < "$dir/kernels-$c")"
 		else
 			echo "$prog: preparing $c failed; see $dir/logs/prepare-$c.log" >&2
@@ -244,6 +261,7 @@ cmd_prepare() {
 		fi
 		i=$((i + 1))
 	done
+	exec 9>&-
 	return $failed
 }
 
@@ -387,7 +405,7 @@ cmd_dkms() {
 # programs; on the NAMEd kernels (all: every one) the full suite instead,
 # which begins with those two.
 cmd_vm() {
-	local full=" $* " name kver suite c img ko dma t0 start log failed=0 opts
+	local full=" $* " name kver suite c img ko dma t0 start log failed=0 opts k
 	while read -r name kver suite c; do
 		img=$dir/images/$name.vmlinuz
 		ko=$dir/modules/$name/knem.ko
@@ -399,15 +417,20 @@ cmd_vm() {
 		t0=$SECONDS
 		echo "=== $name ($kver) ==="
 		if [[ $full == *" all "* || $full == *" $name "* ]]; then
+			# full-suite.sh stops at the first step that fails.
 			if tests/vm/full-suite.sh "${opts[@]}" --dma-module "$dma" > "$log" 2>&1; then
 				result "$name" full "ok ($((SECONDS - t0)) s)"
 			else
 				result "$name" full FAIL
 				failed=1
 			fi
-			grep -q '^full-suite.sh: check-shim passed' "$log" && result "$name" smoke ok || result "$name" smoke FAIL
-			grep -q '^full-suite.sh: conformance passed' "$log" && result "$name" conformance ok ||
-				result "$name" conformance FAIL
+			for k in smoke:check-shim conformance:conformance; do
+				if grep -q "^full-suite.sh: ${k#*:} passed" "$log"; then
+					result "$name" "${k%%:*}" ok
+				else
+					result "$name" "${k%%:*}" FAIL
+				fi
+			done
 		else
 			result "$name" full -
 			if tests/vm/check-shim "${opts[@]}" > "$log" 2>&1; then
