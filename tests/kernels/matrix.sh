@@ -464,7 +464,13 @@ cmd_report() {
 	while read -r name kver suite c; do
 		printf '| %s | %s' "$kver" "$suite"
 		for k in build loads smoke conformance full dkms upgrade failing-apt-rc; do
-			v=$(cat "$dir/results/$name/$k" 2> /dev/null || echo "not run")
+			if [ -f "$dir/results/$name/$k" ]; then
+				v=$(cat "$dir/results/$name/$k")
+			elif [ "$k" = upgrade ]; then
+				v=-	# only the chroot's last kernel is the upgrade
+			else
+				v="not run"
+			fi
 			printf ' | %s' "$v"
 		done
 		printf ' |\n'
