@@ -4,6 +4,8 @@
 #   make build      host crates, the Rust kernel object, knem.ko for every kernel
 #   make test       everything CI runs: host tests, ABI checks, VM suites
 #   make vm-test    the in-VM suite on each kernel of VM_KERNELS
+#   make kernels-test   every Debian release's kernels, built in its chroot
+#   make test-kernels   the same with the in-VM suite on every kernel
 #   make interop    UCX and Open MPI over the module on each kernel of VM_KERNELS
 #   make module     knem.ko for each kernel of KVERS
 #
@@ -25,7 +27,7 @@ TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
 	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-ompi5 \
-	host-test abi-test vm-test test \
+	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
 
 all: build
@@ -74,22 +76,30 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 
-# Per kernel: the shim's own checks, the C conformance programs, the suite
-# (alone, then again with the test-only software DMA provider loaded),
-# every collective on teams of 1 to 8 over the module, and 200 unload/load
-# cycles with suite runs in between.
+# Per kernel: the whole in-VM suite (tests/vm/full-suite.sh: the shim's
+# own checks, the C conformance programs, the suite alone and with the
+# test-only DMA provider, every collective on teams of 1 to 8, 200
+# unload/load cycles).
 vm-test: module tests-bin coll-bin
 	@set -e; for k in $(VM_KERNELS); do \
 		echo "=== VM checks on kernel $$k ==="; \
-		tests/vm/check-shim --kernel $$k; \
-		tests/conformance/run.sh --kernel $$k; \
-		tests/vm/run --kernel $$k --add $(TESTS_BIN) -- /opt/knem-tests; \
-		tests/dma-provider/run-vm.sh --kernel $$k; \
-		tests/vm/run --kernel $$k --timeout 1200 --add $(COLL_BIN) -- sh -c \
-			'mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check -n 8 --quick --all-teams --big 16M,16M+3'; \
-		tests/vm/run --kernel $$k --timeout 900 --add tests/vm/load-cycles.sh \
-			--add $(TESTS_BIN) -- load-cycles.sh 200; \
+		tests/vm/full-suite.sh --kernel $$k; \
 	done
+
+# The kernel matrix (tests/kernels/matrix.sh): a debootstrap chroot per
+# Debian release, bullseye to experimental; in each, knem.ko built for every
+# kernel of the release from the dist tarball, and the .deb's DKMS install,
+# kernel upgrade and failing kernel.  Every kernel's own image boots with
+# its chroot-built module: the shim's checks and the conformance programs,
+# the full suite on KERNELS_FULL (the oldest and the newest; the current
+# default 6.1 and an RT kernel have it in vm-test).  test-kernels: the full
+# suite on every kernel.
+KERNELS_FULL ?= bullseye experimental
+kernels-test: tests-bin coll-bin deb
+	tests/kernels/matrix.sh all $(KERNELS_FULL)
+
+test-kernels:
+	$(MAKE) kernels-test KERNELS_FULL=all
 
 # Real clients over the module, on each kernel of VM_KERNELS: Debian's UCX
 # rebuilt with knem, Debian's Open MPI 4.1.4 over it, each job checked
@@ -182,8 +192,8 @@ fuzz-core-smoke:
 			$(FUZZ_CORE_DIR)/$$t.log; \
 	done
 
-TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test interop \
-	fuzz-smoke package-test bench-smoke
+TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test kernels-test \
+	interop fuzz-smoke package-test bench-smoke
 test: $(TEST_STAGES)
 	@echo "make test stages: $(words $(TEST_STAGES)) passed, 0 failed"
 

@@ -26,9 +26,10 @@ apt-get install -y -qq --no-install-recommends \
 apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 	"$k612" "${k612/image/headers}" "$k612rt" "${k612rt/image/headers}" \
 	qemu-system-x86 >/dev/null
-# The VM lab, bindgen, packaging (DKMS, Debian, RPM) and plot fonts.
+# The VM lab, bindgen, packaging (DKMS, Debian, RPM), the release chroots
+# of tests/kernels and plot fonts.
 apt-get install -y -qq --no-install-recommends \
-	busybox-static cpio gzip libclang-dev dkms \
+	busybox-static cpio gzip libclang-dev dkms debootstrap \
 	build-essential debhelper dh-dkms fakeroot lintian rpm \
 	fonts-dejavu-core >/dev/null
 

@@ -47,24 +47,8 @@ no_rebuild=${KNEM_PKG_NO_REBUILD:-0}
 logdir=$top/build/package-test
 mkdir -p "$logdir"
 work=$(mktemp -d "${TMPDIR:-/tmp}/knem-pkg.XXXXXX")
-
-passed=0
-failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
-# check NAME COMMAND...: run COMMAND, output to the log, judge its status.
-check() {
-	local what=$1 log
-	shift
-	log=$logdir/$(printf '%s' "$what" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-80).log
-	if "$@" > "$log" 2>&1; then
-		ok "$what"
-	else
-		bad "$what (log: $log)"
-		tail -n 15 "$log" | sed 's/^/     | /'
-	fi
-}
-say() { echo "---- $*"; }
+# ok, bad, check, say; the DKMS checks shared with tests/kernels.
+. "$top/tests/package/dkms-checks.sh"
 
 installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
 
@@ -114,41 +98,6 @@ cleanup() {
 trap 'rc=$?; if [ -z "$cleaned" ]; then cleanup; echo "$passed passed, $((failed + 1)) failed"; fi; exit $rc' EXIT
 trap 'exit 130' INT TERM
 
-# Kernels whose headers are installed.
-kernels_with_headers() {
-	local b k
-	for b in /lib/modules/*/build; do
-		[ -e "$b/include" ] || continue
-		k=${b%/build}
-		echo "${k##*/}"
-	done
-}
-
-# The installed module of kernel $1, decompressed if DKMS compressed it.
-module_of() {
-	local k=$1 f
-	for f in /lib/modules/"$k"/updates/dkms/knem.ko{,.xz,.zst,.gz}; do
-		[ -e "$f" ] || continue
-		case $f in
-		*.xz) xz -dc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
-		*.zst) zstd -qdc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
-		*.gz) gzip -dc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
-		*) echo "$f" ;;
-		esac
-		return 0
-	done
-	return 1
-}
-
-dkms_installed_for() {
-	dkms status -m "$name" -v "$version" -k "$1" | grep -q ': installed'
-}
-
-module_matches_kernel() {
-	local ko
-	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
-	modinfo -F vermagic "$ko" | tee /dev/stderr | grep -q "^$1 "
-}
 
 # DKMS with KNEM_RS_REBUILD_CORE=1 rebuilds the Rust object from the shipped
 # sources; the module must come out bit for bit the same as with the shipped

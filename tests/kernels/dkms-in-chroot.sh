@@ -1,0 +1,127 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# tests/kernels/dkms-in-chroot.sh DEBDIR UPGRADE_KVER [APT_OPTION...] - the
+# Debian package's DKMS life on one release, run inside that release's
+# chroot (tests/kernels/matrix.sh dkms) from the unpacked dist tarball:
+#
+#   1. with UPGRADE_KVER's headers removed, apt installs knem-rs-dkms from
+#      DEBDIR: DKMS builds knem.ko for every other kernel with headers;
+#   2. upgrade: apt installs linux-headers-UPGRADE_KVER (APT_OPTIONs, e.g.
+#      -t experimental): the package's kernel hook builds knem.ko for it;
+#   3. a kernel the module cannot build for (headers whose build fails):
+#      apt exits 0, the one-line message names the kernel and the build
+#      log, and knem-rs-dkms stays configured;
+#   4. apt purge leaves no knem.ko behind.
+#
+# Prints "failing-kernel apt exit code: N"; the last line is
+# "N passed, N failed".
+set -uo pipefail
+
+[ $# -ge 2 ] || { echo "usage: dkms-in-chroot.sh DEBDIR UPGRADE_KVER [APT_OPTION...]" >&2; exit 2; }
+debdir=$1
+upgrade_kver=$2
+shift 2
+apt_opts=("$@")
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export DEBIAN_FRONTEND=noninteractive
+name=knem-rs
+version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$top/Cargo.toml")
+logdir=/build/dkms-logs
+rm -rf "$logdir" && mkdir -p "$logdir"
+work=$(mktemp -d)
+. "$top/tests/package/dkms-checks.sh"
+
+# A version DKMS accepts (above BUILD_EXCLUSIVE_KERNEL_MIN) that no Debian
+# kernel has.
+broken_kver=9.99.0-knem-broken-amd64
+
+# A headers package for broken_kver whose kbuild fails, installed the way
+# Debian's are: its postinst runs the header_postinst.d hooks.
+make_broken_headers() {
+	local d=$work/broken
+	mkdir -p "$d/DEBIAN" "$d/usr/src/linux-headers-$broken_kver/include" \
+		"$d/usr/lib/modules/$broken_kver"
+	printf 'modules clean:\n\t@echo "deliberately broken kernel headers" >&2; exit 1\n' \
+		> "$d/usr/src/linux-headers-$broken_kver/Makefile"
+	ln -s "/usr/src/linux-headers-$broken_kver" "$d/usr/lib/modules/$broken_kver/build"
+	cat > "$d/DEBIAN/control" <<-EOF
+		Package: linux-headers-$broken_kver
+		Version: 1
+		Architecture: amd64
+		Maintainer: knem-rs tests <root@localhost>
+		Description: kernel headers knem.ko cannot build against (test only)
+	EOF
+	cat > "$d/DEBIAN/postinst" <<-EOF
+		#!/bin/sh
+		set -e
+		if [ "\$1" = configure ] && [ -d /etc/kernel/header_postinst.d ]; then
+			run-parts --report --exit-on-error --arg=$broken_kver /etc/kernel/header_postinst.d
+		fi
+	EOF
+	chmod 0755 "$d/DEBIAN/postinst"
+	dpkg-deb --root-owner-group --build "$d" "$work/linux-headers-$broken_kver.deb" 2> /dev/null ||
+		dpkg-deb --build "$d" "$work/linux-headers-$broken_kver.deb"
+}
+
+no_module_left() {
+	local f
+	for f in /lib/modules/*/updates/dkms/knem.ko*; do
+		[ -e "$f" ] && { echo "left behind: $f"; return 1; }
+	done
+	[ ! -e "/usr/src/$name-$version" ] || { echo "left behind: /usr/src/$name-$version"; return 1; }
+}
+
+deb=$(ls "$debdir"/knem-rs-dkms_"$version"-*_all.deb 2> /dev/null | tail -n 1)
+[ -n "$deb" ] || { echo "no knem-rs-dkms .deb in $debdir"; echo "0 passed, 1 failed"; exit 1; }
+
+say "1. install ($(dkms --version 2>&1 | head -n 1), $(gcc --version | head -n 1))"
+check "apt purge linux-headers-$upgrade_kver (until the upgrade)" \
+	apt-get purge -y "linux-headers-$upgrade_kver"
+check "apt install $(basename "$deb")" apt-get install -y "$deb"
+kernels=$(kernels_with_headers)
+echo "kernels with headers: $(echo $kernels)"
+[ -n "$kernels" ] || bad "no kernel with headers in this chroot"
+for k in $kernels; do
+	check "DKMS installed knem.ko for $k" dkms_installed_for "$k"
+	check "knem.ko of $k is built for $k (vermagic)" module_matches_kernel "$k"
+done
+
+say "2. kernel upgrade: $upgrade_kver"
+check "apt install ${apt_opts[*]} linux-headers-$upgrade_kver" \
+	apt-get install -y "${apt_opts[@]}" "linux-headers-$upgrade_kver"
+check "the kernel hook built and installed knem.ko for $upgrade_kver" dkms_installed_for "$upgrade_kver"
+check "knem.ko of $upgrade_kver is built for $upgrade_kver (vermagic)" module_matches_kernel "$upgrade_kver"
+
+say "3. a kernel knem.ko does not build for: $broken_kver"
+make_broken_headers
+apt-get install -y "$work/linux-headers-$broken_kver.deb" > "$logdir/broken-install.log" 2>&1
+rc=$?
+echo "failing-kernel apt exit code: $rc"
+grep "^knem-rs: kernel $broken_kver" "$logdir/broken-install.log" | sed 's/^/     > /'
+if [ "$rc" -eq 0 ]; then ok "apt install of the broken kernel's headers exits 0"; else
+	bad "apt install of the broken kernel's headers exits $rc (log: $logdir/broken-install.log)"
+	tail -n 15 "$logdir/broken-install.log" | sed 's/^/     | /'
+fi
+msg_log=$(sed -n "s|^knem-rs: kernel $broken_kver: knem.ko did not build (dkms status [0-9]*); see \(/.*\)\$|\1|p" \
+	"$logdir/broken-install.log")
+if [ "$(grep -c "^knem-rs: kernel $broken_kver" "$logdir/broken-install.log")" = 1 ] &&
+	[ -n "$msg_log" ] && grep -q 'deliberately broken kernel headers' "$msg_log"; then
+	ok "one line names $broken_kver and its build log, which shows the failure ($msg_log)"
+else
+	bad "no single line naming $broken_kver and an existing build log (log: $logdir/broken-install.log)"
+fi
+check "knem-rs-dkms and the broken headers are configured, dpkg --audit is empty" bash -c \
+	"dpkg-query -W -f='\${Status}\n' knem-rs-dkms linux-headers-$broken_kver | tee /dev/stderr |
+	 grep -vqx 'install ok installed' && exit 1; test -z \"\$(dpkg --audit)\""
+check "no knem.ko for $broken_kver" bash -c "! ls /lib/modules/$broken_kver/updates/dkms/knem.ko* 2>/dev/null"
+
+say "4. purge"
+check "apt purge knem-rs-dkms linux-headers-$broken_kver" \
+	apt-get purge -y knem-rs-dkms "linux-headers-$broken_kver"
+check "no knem.ko and no DKMS source left" no_module_left
+
+rm -rf "$work"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,60 @@
+# tests/package/dkms-checks.sh - sourced by tests/package/run.sh (on this
+# machine) and tests/kernels/dkms-in-chroot.sh (in a release's chroot): the
+# pass/fail bookkeeping and the checks of what DKMS installed.
+#
+# The caller sets name, version, logdir (one log per check) and work (a
+# scratch directory).
+
+passed=0
+failed=0
+ok() { echo "ok   $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+# check NAME COMMAND...: run COMMAND, output to the log, judge its status.
+check() {
+	local what=$1 log
+	shift
+	log=$logdir/$(printf '%s' "$what" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-80).log
+	if "$@" > "$log" 2>&1; then
+		ok "$what"
+	else
+		bad "$what (log: $log)"
+		tail -n 15 "$log" | sed 's/^/     | /'
+	fi
+}
+say() { echo "---- $*"; }
+
+# Kernels whose headers are installed.
+kernels_with_headers() {
+	local b k
+	for b in /lib/modules/*/build; do
+		[ -e "$b/include" ] || continue
+		k=${b%/build}
+		echo "${k##*/}"
+	done
+}
+
+# The installed module of kernel $1, decompressed if DKMS compressed it.
+module_of() {
+	local k=$1 f
+	for f in /lib/modules/"$k"/updates/dkms/knem.ko{,.xz,.zst,.gz}; do
+		[ -e "$f" ] || continue
+		case $f in
+		*.xz) xz -dc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
+		*.zst) zstd -qdc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
+		*.gz) gzip -dc "$f" > "$work/knem-$k.ko" && echo "$work/knem-$k.ko" ;;
+		*) echo "$f" ;;
+		esac
+		return 0
+	done
+	return 1
+}
+
+dkms_installed_for() {
+	dkms status -m "$name" -v "$version" -k "$1" | grep -q ': installed'
+}
+
+module_matches_kernel() {
+	local ko
+	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
+	modinfo -F vermagic "$ko" | tee /dev/stderr | grep -q "^$1 "
+}

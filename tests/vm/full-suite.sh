@@ -1,0 +1,46 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# tests/vm/full-suite.sh KERNEL OPTIONS - the whole in-VM suite on one
+# kernel, what `make vm-test` runs on each: the shim's own checks, the C
+# conformance programs, the knem-tests suite (alone, then again with the
+# test-only software DMA provider loaded), every collective on teams of 1
+# to 8 over the module, and 200 unload/load cycles with suite runs in
+# between.  Each step's time is printed.
+#
+# KERNEL OPTIONS: --kernel VERSION (an installed kernel), or
+# --kernel-image PATH --module PATH --dma-module PATH (tests/kernels).
+# Needs target/x86_64-unknown-linux-gnu/release/{knem-tests,knem-coll}
+# (make tests-bin coll-bin).
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$top"
+bin=$top/target/x86_64-unknown-linux-gnu/release
+run_opts=()
+dma_opts=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel | --kernel-image | --module) run_opts+=("$1" "$2"); dma_opts+=("$1" "$2"); shift 2 ;;
+	--dma-module) dma_opts+=("$1" "$2"); shift 2 ;;
+	*) echo "full-suite.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+for b in knem-tests knem-coll; do
+	[ -x "$bin/$b" ] || { echo "full-suite.sh: $bin/$b is missing (make tests-bin coll-bin)" >&2; exit 2; }
+done
+
+step() {
+	local what=$1 t0=$SECONDS
+	shift
+	"$@"
+	echo "full-suite.sh: $what passed in $((SECONDS - t0)) s"
+}
+
+step "check-shim" tests/vm/check-shim "${run_opts[@]}"
+step "conformance" tests/conformance/run.sh "${run_opts[@]}"
+step "knem-tests" tests/vm/run "${run_opts[@]}" --add "$bin/knem-tests" -- /opt/knem-tests
+step "knem-tests with the DMA provider" tests/dma-provider/run-vm.sh "${dma_opts[@]}"
+step "collectives" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c \
+	'mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check -n 8 --quick --all-teams --big 16M,16M+3'
+step "load cycles" tests/vm/run "${run_opts[@]}" --timeout 900 --add tests/vm/load-cycles.sh \
+	--add "$bin/knem-tests" -- load-cycles.sh 200
