@@ -12,7 +12,15 @@
 # --kernel-image PATH --module PATH --dma-module PATH (tests/kernels).
 # Needs target/x86_64-unknown-linux-gnu/release/{knem-tests,knem-coll}
 # (make tests-bin coll-bin).
+#
+# Environment (make test uses a lighter pass on all but one kernel):
+#   KNEM_SUITE_COLL    knem-coll check arguments (default: every collective
+#                      on teams of 1 to 8, up to 16 MiB+3)
+#   KNEM_SUITE_CYCLES  unload/load cycles (default 200)
 set -euo pipefail
+coll=${KNEM_SUITE_COLL:--n 8 --quick --all-teams --big 16M,16M+3}
+cycles=${KNEM_SUITE_CYCLES:-200}
+[[ $cycles =~ ^[0-9]+$ ]] || { echo "full-suite.sh: KNEM_SUITE_CYCLES wants a number" >&2; exit 2; }
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$top"
 bin=$top/target/x86_64-unknown-linux-gnu/release
@@ -40,7 +48,7 @@ step "check-shim" tests/vm/check-shim "${run_opts[@]}"
 step "conformance" tests/conformance/run.sh "${run_opts[@]}"
 step "knem-tests" tests/vm/run "${run_opts[@]}" --add "$bin/knem-tests" -- /opt/knem-tests
 step "knem-tests with the DMA provider" tests/dma-provider/run-vm.sh "${dma_opts[@]}"
-step "collectives" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c \
-	'mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check -n 8 --quick --all-teams --big 16M,16M+3'
-step "load cycles" tests/vm/run "${run_opts[@]}" --timeout 900 --add tests/vm/load-cycles.sh \
-	--add "$bin/knem-tests" -- load-cycles.sh 200
+step "collectives ($coll)" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c \
+	"mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check $coll"
+step "$cycles load cycles" tests/vm/run "${run_opts[@]}" --timeout 900 --add tests/vm/load-cycles.sh \
+	--add "$bin/knem-tests" -- load-cycles.sh "$cycles"
