@@ -80,13 +80,7 @@ say "1. install ($(dkms --version 2>&1 | head -n 1), $(gcc --version | head -n 1
 check "apt purge linux-headers-$upgrade_kver (until the upgrade)" \
 	apt-get purge -y "linux-headers-$upgrade_kver"
 check "apt install $(basename "$deb")" apt-get install -y "$deb"
-kernels=$(kernels_with_headers)
-echo "kernels with headers: $(echo $kernels)"
-[ -n "$kernels" ] || bad "no kernel with headers in this chroot"
-for k in $kernels; do
-	check "DKMS installed knem.ko for $k" dkms_installed_for "$k"
-	check "knem.ko of $k is built for $k (vermagic)" module_matches_kernel "$k"
-done
+check_built_for_every_kernel "in this chroot"
 
 say "2. kernel upgrade: $upgrade_kver"
 check "apt install ${apt_opts[*]} linux-headers-$upgrade_kver" \

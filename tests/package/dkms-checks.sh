@@ -58,3 +58,17 @@ module_matches_kernel() {
 	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
 	modinfo -F vermagic "$ko" | tee /dev/stderr | grep -q "^$1 "
 }
+
+# After the package's install: DKMS built and installed knem.ko for every
+# kernel that has headers here (WHERE names the place in the message).
+# Leaves their versions in $kernels.
+check_built_for_every_kernel() {
+	local k
+	kernels=$(kernels_with_headers)
+	echo "kernels with headers: $(echo $kernels)"
+	[ -n "$kernels" ] || bad "no kernel with headers $1"
+	for k in $kernels; do
+		check "DKMS installed knem.ko for $k" dkms_installed_for "$k"
+		check "knem.ko of $k is built for $k (vermagic)" module_matches_kernel "$k"
+	done
+}

@@ -292,13 +292,7 @@ else
 	say "2. install"
 	check "apt install ./knem-rs-dkms ./libknem-rs0 ./libknem-rs-dev ./knem-rs-tools" \
 		apt-get install -y "./$deb_dkms" "./$deb_lib" "./$deb_dev" "./$deb_tools"
-	kernels=$(kernels_with_headers)
-	echo "kernels with headers: $(echo $kernels)"
-	[ -n "$kernels" ] || bad "no kernel with headers on this machine"
-	for k in $kernels; do
-		check "DKMS installed knem.ko for $k" dkms_installed_for "$k"
-		check "knem.ko of $k is built for $k (vermagic)" module_matches_kernel "$k"
-	done
+	check_built_for_every_kernel "on this machine"
 	check "udev rule and modules-load.d entry installed" bash -c \
 		"grep -q 'KERNEL==\"knem\".*MODE=\"0666\"' /usr/lib/udev/rules.d/60-knem.rules && grep -qx knem /usr/lib/modules-load.d/knem.conf"
 	check "knem_io.h compiles from /usr/include with pkg-config" bash -c \
