@@ -126,6 +126,13 @@ fn scattered(d: &Dev, n: u64, each: u64) -> (u64, Vec<(u64, u64)>) {
     (base, (0..n).map(|i| (base + i * 2 * each, each)).collect())
 }
 
+/// The bytes of `iovs`, in order.
+fn peek_iovs(d: &Dev, iovs: &[(u64, u64)]) -> Vec<u8> {
+    iovs.iter()
+        .flat_map(|&(a, l)| d.env.peek(a, l as usize))
+        .collect()
+}
+
 #[test]
 fn inline_copies_take_no_lock_and_allocate_nothing() {
     let d = dev();
@@ -145,11 +152,11 @@ fn inline_copies_take_no_lock_and_allocate_nothing() {
         let (r, f) = measure(&d, &reader, cmdno, arg);
         assert_eq!(r, 0);
         assert_eq!(f, lock_free(1), "INLINE_COPY read, {n} iovecs");
-        let got: Vec<u8> = local
-            .iter()
-            .flat_map(|&(a, l)| d.env.peek(a, l as usize))
-            .collect();
-        assert_eq!(got, data[..(each * n) as usize], "{n} iovecs");
+        assert_eq!(
+            peek_iovs(&d, &local),
+            data[..(each * n) as usize],
+            "{n} iovecs"
+        );
     }
 
     // Write, bounded.
@@ -161,11 +168,7 @@ fn inline_copies_take_no_lock_and_allocate_nothing() {
     let (r, f) = measure(&d, &reader, cmdno, arg);
     assert_eq!(r, 0);
     assert_eq!(f, lock_free(1), "INLINE_COPY_BOUNDED write");
-    let want: Vec<u8> = local
-        .iter()
-        .flat_map(|&(a, l)| d.env.peek(a, l as usize))
-        .collect();
-    assert_eq!(d.env.peek(src, 1000), want[..1000]);
+    assert_eq!(d.env.peek(src, 1000), peek_iovs(&d, &local)[..1000]);
     assert_eq!(
         d.env.peek(src + 1000, 10),
         data[1000..1010],
