@@ -3,6 +3,7 @@
 //! when their caller dies.
 
 use crate::ensure;
+use crate::t_harden::knem_mappings;
 use crate::util::*;
 use knem::{Cookie, CopyFlags, CopyRequest, Device, Errno, Iovec, Protection, RegionFlags};
 use nix::libc;
@@ -128,11 +129,6 @@ pub fn status_array_map_shared_only() -> TestResult {
     // SAFETY: the mapping made above.
     unsafe { libc::munmap(p, PAGE) };
     Ok(())
-}
-
-fn knem_mappings() -> TestResult<usize> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ctx("/proc/self/maps")?;
-    Ok(maps.lines().filter(|l| l.ends_with("/dev/knem")).count())
 }
 
 /// madvise(MADV_DOFORK) cannot bring the status array into a child: the

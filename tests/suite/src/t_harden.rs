@@ -549,7 +549,7 @@ pub fn access_policy_ptrace_yama() -> TestResult {
 }
 
 /// Mappings of /dev/knem in this process, from /proc/self/maps.
-fn knem_mappings() -> TestResult<usize> {
+pub(crate) fn knem_mappings() -> TestResult<usize> {
     let maps = std::fs::read_to_string("/proc/self/maps").ctx("/proc/self/maps")?;
     Ok(maps.lines().filter(|l| l.ends_with("/dev/knem")).count())
 }
