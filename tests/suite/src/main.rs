@@ -109,6 +109,7 @@ const TESTS: &[Test] = &[
     ("access_policy_uid",                       t_harden::access_policy_uid),
     ("access_policy_ptrace",                    t_harden::access_policy_ptrace),
     ("access_policy_ptrace_yama",               t_harden::access_policy_ptrace_yama),
+    ("ptrace_owner_leader_exited",              t_harden::ptrace_owner_leader_exited),
     ("fork_child_cannot_touch_parent_regions",  t_harden::fork_child_cannot_touch_parent_regions),
     ("fork_child_has_no_status_array",          t_harden::fork_child_has_no_status_array),
     ("sigkill_owner_under_4_readers",           t_harden::sigkill_owner_under_4_readers),
