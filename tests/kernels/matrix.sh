@@ -147,9 +147,49 @@ resolve_kvers() {
 	} | awk '!seen[$0]++'
 }
 
+# The modules tests/vm/run loads into a guest (the scratch ext4 disk, the
+# host root over 9p), with what they depend on, from the package extracted
+# at X, kept as DEST/lib/modules/KVER with a modules.dep made for them.
+vm_modules='virtio_pci virtio_blk ext4 crc32c_generic 9pnet_virtio 9p'
+keep_modules() {
+	local x=$1 kver=$2 dest=$3 src= d m line todo done_=' ' path
+	for d in "$x/lib/modules/$kver" "$x/usr/lib/modules/$kver"; do
+		[ -d "$d/kernel" ] && src=$d
+	done
+	if [ -z "$src" ]; then
+		echo "$kver: the image package holds no modules; the VM gets no ext4 or 9p"
+		return 0
+	fi
+	# depmod reads BASE/lib/modules.
+	[ -e "$x/lib" ] || ln -s usr/lib "$x/lib"
+	depmod -b "$x" "$kver" || { echo "$kver: depmod failed; the VM gets no ext4 or 9p"; return 0; }
+	rm -rf "$dest"
+	mkdir -p "$dest/lib/modules/$kver"
+	cp "$src/modules.dep" "$dest/lib/modules/$kver/"
+	[ ! -f "$src/modules.builtin" ] || cp "$src/modules.builtin" "$dest/lib/modules/$kver/"
+	todo=$vm_modules
+	while [ -n "$todo" ]; do
+		set -- $todo
+		m=$1
+		shift
+		todo=$*
+		case $done_ in *" $m "*) continue ;; esac
+		done_+="$m "
+		line=$(grep -E "(^|/)${m}\.ko(\.[a-z]+)?:" "$src/modules.dep" | head -n 1 || true)
+		[ -n "$line" ] || continue
+		path=${line%%:*}
+		mkdir -p "$dest/lib/modules/$kver/$(dirname "$path")"
+		cp "$src/$path" "$dest/lib/modules/$kver/$path"
+		for d in ${line#*:}; do
+			d=${d##*/}
+			todo+=" ${d%%.ko*}"
+		done
+	done
+}
+
 # The bzImage of KVER from its package (linux-image-KVER, its unsigned
 # twin, or linux-binary-KVER on kernels that split the image out), copied
-# to OUT.
+# to OUT; its modules for the VM next to it, as OUT.modules.
 fetch_image() {
 	local c=$1 kver=$2 out=$3 root tmp pkg f
 	root=$(root_of "$c")
@@ -163,6 +203,7 @@ fetch_image() {
 			"$tmp/x/lib/modules/$kver/vmlinuz"; do
 			if [ -f "$f" ]; then
 				cp "$f" "$out"
+				keep_modules "$tmp/x" "$kver" "$out.modules"
 				rm -rf "$tmp"
 				echo "$kver: image from $pkg"
 				return 0

@@ -17,6 +17,7 @@ mod t_copy;
 mod t_dma;
 mod t_errors;
 mod t_fidelity;
+mod t_filepins;
 mod t_harden;
 mod t_inline;
 mod t_legacy;
@@ -123,6 +124,7 @@ const TESTS: &[Test] = &[
     ("fatal_signal_stops_long_copy",            t_bounds::fatal_signal_stops_long_copy),
     ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),
     ("page_refcount_pins_bounded",              t_bounds::page_refcount_pins_bounded),
+    ("file_backed_write_pins_refused",          t_filepins::file_backed_write_pins_refused),
 ];
 
 /// Longest message passed back from a test process.
