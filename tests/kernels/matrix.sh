@@ -160,9 +160,8 @@ keep_modules() {
 		echo "$kver: the image package holds no modules; the VM gets no ext4 or 9p"
 		return 0
 	fi
-	# depmod reads BASE/lib/modules.
-	[ -e "$x/lib" ] || ln -s usr/lib "$x/lib"
-	depmod -b "$x" "$kver" || { echo "$kver: depmod failed; the VM gets no ext4 or 9p"; return 0; }
+	# depmod reads BASE/lib/modules/KVER.
+	depmod -b "${src%/lib/modules/"$kver"}" "$kver" || { echo "$kver: depmod failed; the VM gets no ext4 or 9p"; return 0; }
 	rm -rf "$dest"
 	mkdir -p "$dest/lib/modules/$kver"
 	cp "$src/modules.dep" "$dest/lib/modules/$kver/"
