@@ -202,6 +202,16 @@ fetch_image() {
 			"$tmp/x/lib/modules/$kver/vmlinuz"; do
 			if [ -f "$f" ]; then
 				cp "$f" "$out"
+				# Kernels that split the image out ship the modules
+				# in a package of their own.
+				if [ ! -d "$tmp/x/lib/modules/$kver/kernel" ] &&
+					[ ! -d "$tmp/x/usr/lib/modules/$kver/kernel" ]; then
+					rm -f "$tmp"/*.deb
+					if in_root "$c" sh -c 'cd "$1" && apt-get download -q "$2"' sh \
+						"/tmp/image-$kver" "linux-modules-$kver" > /dev/null 2>&1; then
+						dpkg-deb -x "$tmp"/*.deb "$tmp/x"
+					fi
+				fi
 				keep_modules "$tmp/x" "$kver" "$out.modules"
 				rm -rf "$tmp"
 				echo "$kver: image from $pkg"
