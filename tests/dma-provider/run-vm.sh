@@ -33,5 +33,5 @@ else
 fi
 suite=$top/target/x86_64-unknown-linux-gnu/release/knem-tests
 [ -x "$suite" ] || { echo "run-vm.sh: build the suite first (make tests-bin)" >&2; exit 2; }
-exec "$top/tests/vm/run" "${run_opts[@]}" --scratch-ext4 --add "$ko" --add "$suite" -- \
+exec "$top/tests/vm/run" "${run_opts[@]}" --add "$ko" --add "$suite" -- \
 	sh -c 'insmod /opt/knem_dma_test.ko && /opt/knem-tests "$@"' sh "$@"
