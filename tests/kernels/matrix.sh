@@ -9,7 +9,8 @@
 #                       release's toolchain, dkms and the headers of its
 #                       kernels; each kernel's bzImage extracted from its
 #                       package into the matrix directory (never installed
-#                       on this machine)
+#                       on this machine), with the few modules the VM loads
+#                       (virtio disk, ext4, 9p) next to it
 #   matrix.sh build     knem.ko and the test-only DMA provider for every
 #                       kernel, in its release's chroot, from the tarball of
 #                       `make dist` (build/dist/knem-rs-*.tar.gz)
