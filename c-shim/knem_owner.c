@@ -17,12 +17,14 @@
  * caller's real ids as CMA does: same credentials and no capability the
  * caller lacks, or CAP_SYS_PTRACE over the owner.  Then the whole of
  * ptrace_may_access() - dumpability, Yama's scope and the other LSMs'
- * hooks - through the one exported path that runs it: opening the owner's
- * /proc/PID/mem as the caller (see knem_ptrace_may_attach()).  Dumpability is
- * left to that open because where it lives is the kernel's business (the
- * mm before 7.2, the task's exec state since, behind unexported
- * accessors); the open is mandatory, so a kernel or namespace where it
- * cannot run refuses access.
+ * hooks - through the one exported path that runs it: opening the
+ * /proc/TGID/task/TID/mem of a thread of the owner as the caller (see
+ * knem_ptrace_may_attach()): the leader's, or another thread's while the
+ * leader has exited alone and the rest run on.  Dumpability is left to
+ * that open because where it lives is the kernel's business (the mm before
+ * 7.2, the task's exec state since, behind unexported accessors); the open
+ * is mandatory, so a kernel or namespace where it cannot run refuses
+ * access.
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
@@ -32,6 +34,7 @@
 #include <linux/moduleparam.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
@@ -186,12 +189,13 @@ static bool knem_creds_may_attach(const struct cred *cred,
 }
 
 /*
- * Whether ptrace_may_access() lets current attach to task, whose region
- * pins mm: a non-dumpable task only with CAP_SYS_PTRACE over its mm's user
- * namespace, then Yama and the other LSMs.  Opening /proc/PID/mem runs it
- * with PTRACE_MODE_ATTACH_FSCREDS, every LSM hook included, as the opener.
+ * Whether ptrace_may_access() lets current attach to task, a thread of the
+ * owner that runs on mm the region pinned: a non-dumpable task only with
+ * CAP_SYS_PTRACE over its mm's user namespace, then Yama and the other
+ * LSMs.  Opening /proc/TGID/task/TID/mem runs it with
+ * PTRACE_MODE_ATTACH_FSCREDS, every LSM hook included, as the opener.
  *
- * The open goes through the caller's /proc by the owner's number in the
+ * The open goes through the caller's /proc by the owner's numbers in the
  * caller's pid namespace, paths the caller controls; so the file must prove
  * it is the owner's: a procfs file named "mem" (not another per-process
  * file bind-mounted there, opened under a weaker ptrace mode) whose
@@ -202,15 +206,17 @@ static bool knem_creds_may_attach(const struct cred *cred,
 static bool knem_ptrace_may_attach(struct task_struct *task,
 				struct mm_struct *mm)
 {
-	char path[sizeof("/proc/2147483647/mem")];
+	char path[sizeof("/proc/2147483647/task/2147483647/mem")];
+	struct pid_namespace *ns = task_active_pid_ns(current);
 	struct file *file;
-	pid_t nr;
+	pid_t tgid, tid;
 	bool ok;
 
-	nr = task_tgid_nr_ns(task, task_active_pid_ns(current));
-	if (!nr)
+	tgid = task_tgid_nr_ns(task, ns);
+	tid = task_pid_nr_ns(task, ns);
+	if (!tgid || !tid)
 		return false;
-	snprintf(path, sizeof(path), "/proc/%d/mem", nr);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/mem", tgid, tid);
 	file = filp_open(path, O_RDONLY | O_LARGEFILE, 0);
 	if (IS_ERR(file)) {
 		if (PTR_ERR(file) == -ENOENT)
@@ -231,25 +237,57 @@ static bool knem_may_attach(struct task_struct *task,
 	const struct cred *tcred;
 	bool ok;
 
-	if (same_thread_group(task, current))
-		return true;
 	tcred = get_task_cred(task);
 	ok = knem_creds_may_attach(current_cred(), tcred);
 	put_cred(tcred);
 	return ok && knem_ptrace_may_attach(task, owner_mm);
 }
 
+/*
+ * The thread of leader's group that stands for the owner: the leader while
+ * it runs, else any thread still on mm.  A leader that left with the raw
+ * exit syscall is a zombie without an mm for as long as its other threads
+ * live, and the process is no less alive for it.  The choice is only a
+ * guess made without locks; the /proc open proves it.  NULL when no
+ * thread is on mm any more.
+ */
+static struct task_struct *knem_owner_thread(struct task_struct *leader,
+					     struct mm_struct *mm)
+{
+	struct task_struct *t, *found = NULL;
+
+	rcu_read_lock();
+	for_each_thread(leader, t) {
+		if (READ_ONCE(t->mm) == mm &&
+		    !(READ_ONCE(t->flags) & PF_EXITING)) {
+			found = get_task_struct(t);
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return found;
+}
+
 int knem_shim_may_access(void *owner)
 {
 	struct knem_owner *o = owner;
-	struct task_struct *task;
-	bool ok;
+	struct task_struct *leader, *task;
+	bool ok = false;
 
 	/* A process that is gone cannot consent: EPERM, as CMA's ESRCH. */
-	task = get_pid_task(o->tgid, PIDTYPE_TGID);
-	if (!task)
+	leader = get_pid_task(o->tgid, PIDTYPE_TGID);
+	if (!leader)
 		return 0;
-	ok = knem_may_attach(task, o->mm);
-	put_task_struct(task);
+	if (same_thread_group(leader, current)) {
+		ok = true;
+		goto put_leader;
+	}
+	task = knem_owner_thread(leader, o->mm);
+	if (task) {
+		ok = knem_may_attach(task, o->mm);
+		put_task_struct(task);
+	}
+put_leader:
+	put_task_struct(leader);
 	return ok;
 }

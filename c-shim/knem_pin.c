@@ -7,6 +7,8 @@
  * and refuses memory that can never stay put (fsdax).
  * Copies from a pinned region then never touch the owner's mm.
  */
+#include <linux/backing-dev.h>
+#include <linux/fs.h>
 #include <linux/kernel.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
@@ -75,6 +77,58 @@ static long knem_ro_pin_flags(u64 start, u64 nr, unsigned int *gup_flags)
 	return nr;
 }
 
+/*
+ * A filesystem that writes its pages back, or wants to hear of writes to
+ * them (page_mkwrite), does not expect a device to write a page it maps
+ * shared while the page is pinned long-term: writeback can run meanwhile
+ * and the write then lands in a page the filesystem believes clean.  GUP
+ * refuses such pins itself since 6.5, with EFAULT; this is its rule, for
+ * every kernel.  Shmem and hugetlbfs do neither, and a write pin of a
+ * private mapping gets anonymous copies, so those stay pinnable.
+ */
+static bool knem_vma_refuses_write_pin(struct vm_area_struct *vma)
+{
+	const struct vm_operations_struct *ops = vma->vm_ops;
+
+	if (!(vma->vm_flags & VM_SHARED) || !vma->vm_file)
+		return false;
+	if (ops && (ops->page_mkwrite || ops->pfn_mkwrite))
+		return true;
+	return mapping_can_writeback(vma->vm_file->f_mapping);
+}
+
+/*
+ * How many of the nr pages from start a long-term write pin may take: up
+ * to the first VMA that refuses one (the caller's pin is a short one then,
+ * which the contract allows), EFAULT when that is the first.  A hole is
+ * left to pin_user_pages_fast(), which fails there with EFAULT itself.
+ */
+static long knem_write_pin_span(u64 start, u64 nr)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	u64 addr = start, ok = 0;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	while (ok < nr) {
+		vma = knem_vma_lookup(mm, addr);
+		if (!vma) {
+			if (!ok)
+				ok = nr;
+			break;
+		}
+		if (knem_vma_refuses_write_pin(vma))
+			break;
+		ok += (vma->vm_end - addr) >> PAGE_SHIFT;
+		addr = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	if (!ok)
+		return -EFAULT;
+	return min(ok, nr);
+}
+
 long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 {
 	unsigned int gup_flags = FOLL_LONGTERM;
@@ -91,6 +145,10 @@ long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 
 	if (write) {
 		gup_flags |= FOLL_WRITE;
+		todo = knem_write_pin_span(start, nr);
+		if (todo < 0)
+			return todo;
+		nr = todo;
 	} else if (knem_ro_pin_needs_cow_break()) {
 		todo = knem_ro_pin_flags(start, nr, &gup_flags);
 		if (todo < 0)

@@ -9,7 +9,8 @@
 #                       release's toolchain, dkms and the headers of its
 #                       kernels; each kernel's bzImage extracted from its
 #                       package into the matrix directory (never installed
-#                       on this machine)
+#                       on this machine), with the few modules the VM loads
+#                       (virtio disk, ext4, 9p) next to it
 #   matrix.sh build     knem.ko and the test-only DMA provider for every
 #                       kernel, in its release's chroot, from the tarball of
 #                       `make dist` (build/dist/knem-rs-*.tar.gz)
@@ -147,9 +148,48 @@ resolve_kvers() {
 	} | awk '!seen[$0]++'
 }
 
+# The modules tests/vm/run loads into a guest (the scratch ext4 disk, the
+# host root over 9p), with what they depend on, from the package extracted
+# at X, kept as DEST/lib/modules/KVER with a modules.dep made for them.
+vm_modules='virtio_pci virtio_blk ext4 crc32c_generic 9pnet_virtio 9p'
+keep_modules() {
+	local x=$1 kver=$2 dest=$3 src= d m line todo done_=' ' path
+	for d in "$x/lib/modules/$kver" "$x/usr/lib/modules/$kver"; do
+		[ -d "$d/kernel" ] && src=$d
+	done
+	if [ -z "$src" ]; then
+		echo "$kver: the image package holds no modules; the VM gets no ext4 or 9p"
+		return 0
+	fi
+	# depmod reads BASE/lib/modules/KVER.
+	depmod -b "${src%/lib/modules/"$kver"}" "$kver" || { echo "$kver: depmod failed; the VM gets no ext4 or 9p"; return 0; }
+	rm -rf "$dest"
+	mkdir -p "$dest/lib/modules/$kver"
+	cp "$src/modules.dep" "$dest/lib/modules/$kver/"
+	[ ! -f "$src/modules.builtin" ] || cp "$src/modules.builtin" "$dest/lib/modules/$kver/"
+	todo=$vm_modules
+	while [ -n "$todo" ]; do
+		set -- $todo
+		m=$1
+		shift
+		todo=$*
+		case $done_ in *" $m "*) continue ;; esac
+		done_+="$m "
+		line=$(grep -E "(^|/)${m}\.ko(\.[a-z]+)?:" "$src/modules.dep" | head -n 1 || true)
+		[ -n "$line" ] || continue
+		path=${line%%:*}
+		mkdir -p "$dest/lib/modules/$kver/$(dirname "$path")"
+		cp "$src/$path" "$dest/lib/modules/$kver/$path"
+		for d in ${line#*:}; do
+			d=${d##*/}
+			todo+=" ${d%%.ko*}"
+		done
+	done
+}
+
 # The bzImage of KVER from its package (linux-image-KVER, its unsigned
 # twin, or linux-binary-KVER on kernels that split the image out), copied
-# to OUT.
+# to OUT; its modules for the VM next to it, as OUT.modules.
 fetch_image() {
 	local c=$1 kver=$2 out=$3 root tmp pkg f
 	root=$(root_of "$c")
@@ -163,6 +203,17 @@ fetch_image() {
 			"$tmp/x/lib/modules/$kver/vmlinuz"; do
 			if [ -f "$f" ]; then
 				cp "$f" "$out"
+				# Kernels that split the image out ship the modules
+				# in a package of their own.
+				if [ ! -d "$tmp/x/lib/modules/$kver/kernel" ] &&
+					[ ! -d "$tmp/x/usr/lib/modules/$kver/kernel" ]; then
+					rm -f "$tmp"/*.deb
+					if in_root "$c" sh -c 'cd "$1" && apt-get download -q "$2"' sh \
+						"/tmp/image-$kver" "linux-modules-$kver" > /dev/null 2>&1; then
+						dpkg-deb -x "$tmp"/*.deb "$tmp/x"
+					fi
+				fi
+				keep_modules "$tmp/x" "$kver" "$out.modules"
 				rm -rf "$tmp"
 				echo "$kver: image from $pkg"
 				return 0

@@ -46,7 +46,7 @@ step() {
 
 step "check-shim" tests/vm/check-shim "${run_opts[@]}"
 step "conformance" tests/conformance/run.sh "${run_opts[@]}"
-step "knem-tests" tests/vm/run "${run_opts[@]}" --add "$bin/knem-tests" -- /opt/knem-tests
+step "knem-tests" tests/vm/run "${run_opts[@]}" --scratch-ext4 --add "$bin/knem-tests" -- /opt/knem-tests
 step "knem-tests with the DMA provider" tests/dma-provider/run-vm.sh "${dma_opts[@]}"
 step "collectives ($coll)" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c \
 	"mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check $coll"

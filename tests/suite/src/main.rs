@@ -17,6 +17,7 @@ mod t_copy;
 mod t_dma;
 mod t_errors;
 mod t_fidelity;
+mod t_filepins;
 mod t_harden;
 mod t_inline;
 mod t_legacy;
@@ -109,6 +110,7 @@ const TESTS: &[Test] = &[
     ("access_policy_uid",                       t_harden::access_policy_uid),
     ("access_policy_ptrace",                    t_harden::access_policy_ptrace),
     ("access_policy_ptrace_yama",               t_harden::access_policy_ptrace_yama),
+    ("ptrace_owner_leader_exited",              t_harden::ptrace_owner_leader_exited),
     ("fork_child_cannot_touch_parent_regions",  t_harden::fork_child_cannot_touch_parent_regions),
     ("fork_child_has_no_status_array",          t_harden::fork_child_has_no_status_array),
     ("sigkill_owner_under_4_readers",           t_harden::sigkill_owner_under_4_readers),
@@ -122,6 +124,7 @@ const TESTS: &[Test] = &[
     ("fatal_signal_stops_long_copy",            t_bounds::fatal_signal_stops_long_copy),
     ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),
     ("page_refcount_pins_bounded",              t_bounds::page_refcount_pins_bounded),
+    ("file_backed_write_pins_refused",          t_filepins::file_backed_write_pins_refused),
 ];
 
 /// Longest message passed back from a test process.

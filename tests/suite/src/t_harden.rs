@@ -548,6 +548,147 @@ pub fn access_policy_ptrace_yama() -> TestResult {
     })
 }
 
+/// Bytes of the region [`ptrace_owner_leader_exited`]'s owner declares.
+const LEADER_LEN: usize = 2 * PAGE - 3;
+const LEADER_SEED: u8 = 0x5e;
+
+/// The state letter of `/proc/PID/status` (`R`, `S`, `Z`...).
+fn proc_state(pid: i32) -> TestResult<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ctx("/proc/PID/status")?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .and_then(|v| v.trim().chars().next())
+        .ok_or_else(|| format!("no State in /proc/{pid}/status"))
+}
+
+/// What a read of `c` gives a fresh nobody process: its
+/// [`encode_outcome`], or `0xbad` when it succeeded with wrong bytes.
+fn read_as_nobody(c: Cookie) -> TestResult<u64> {
+    let mut p = spawn_peer(move |chan| {
+        become_nobody()?;
+        let dev = Device::open().ctx("reader open")?;
+        let mut buf = vec![0u8; LEADER_LEN];
+        let r = dev.read_into(c, 0, &mut buf, None);
+        let ok = (0..LEADER_LEN).all(|i| buf[i] == pat(LEADER_SEED, i as u64));
+        chan.send(if matches!(r, Ok(Status::Success)) && !ok {
+            0xbad
+        } else {
+            encode_outcome(&r)
+        })
+    })?;
+    let v = p.recv()?;
+    p.finish()?;
+    Ok(v)
+}
+
+/// access_policy=ptrace while the owner's main thread has left with the
+/// raw exit system call (not exit_group) and a second thread keeps the
+/// process alive: a process of the same uid may still read the region
+/// (bytes checked).  Once the whole process is gone, with its context kept
+/// alive by a copy of its fd, nobody may (EPERM); closing that copy brings
+/// the counters back.
+pub fn ptrace_owner_leader_exited() -> TestResult {
+    with_policy("ptrace", || {
+        with_yama_scope(0, || {
+            let base = crate::stats::Snapshot::take()?;
+            let (hold_r, hold_w) = nix::unistd::pipe().ctx("pipe")?;
+            let (r_raw, w_raw) = (hold_r.as_raw_fd(), hold_w.as_raw_fd());
+            let mut owner = spawn_peer(move |chan| {
+                // SAFETY: the write end is the test's; our copy goes.
+                unsafe { libc::close(w_raw) };
+                become_nobody()?;
+                // SAFETY: plain prctl with integer arguments.
+                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+                let dev = Device::open().ctx("owner open")?;
+                let mem = Mem::new(2)?;
+                let bytes: Vec<u8> = (0..LEADER_LEN)
+                    .map(|i| pat(LEADER_SEED, i as u64))
+                    .collect();
+                mem.write(0, &bytes);
+                let c = region(&dev, &mem, LEADER_LEN, RegionFlags::NONE)?;
+                // The second thread waits for the test, then ends the
+                // whole process.
+                std::thread::spawn(move || {
+                    let mut b = [0u8; 1];
+                    // SAFETY: a read into our buffer from the pipe we own.
+                    unsafe { libc::read(r_raw, b.as_mut_ptr().cast(), 1) };
+                    // SAFETY: ends the process; nothing of ours must run.
+                    unsafe { libc::_exit(0) }
+                });
+                chan.send(c.as_raw())?;
+                chan.send(std::process::id() as u64)?;
+                chan.send(dev.as_raw_fd() as u64)?;
+                chan.recv()?;
+                // The region's memory and fd stay with the process.
+                std::mem::forget(mem);
+                std::mem::forget(dev);
+                // SAFETY: ends this thread only; the other one lives on.
+                unsafe { libc::syscall(libc::SYS_exit, 0) };
+                Err("SYS_exit returned".into())
+            })?;
+            drop(hold_r);
+            let c = Cookie::from_raw(owner.recv()?);
+            let pid = owner.recv()? as i32;
+            let owner_fd = owner.recv()? as i32;
+            // A copy of the owner's fd keeps its context (and the region)
+            // after the process is gone.
+            // SAFETY: pidfd_open and pidfd_getfd with integer arguments.
+            let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+            ensure!(pidfd >= 0, "pidfd_open: {}", Errno::last());
+            // SAFETY: as above.
+            let keep = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, owner_fd, 0) } as i32;
+            ensure!(keep >= 0, "pidfd_getfd: {}", Errno::last());
+            // SAFETY: our pidfd, closed once.
+            unsafe { libc::close(pidfd) };
+            let live = read_as_nobody(c)?;
+            owner.send(0)?;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while proc_state(pid)? != 'Z' {
+                ensure!(
+                    Instant::now() < deadline,
+                    "the owner's leader never became a zombie"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .ctx("/proc/PID/task")?
+                .count();
+            ensure!(threads == 2, "owner has {threads} threads, expected 2");
+            let leader_gone = read_as_nobody(c)?;
+            // The thread's read returns: it ends the process.
+            drop(hold_w);
+            owner.finish()?;
+            let process_gone = read_as_nobody(c)?;
+            let mut sample = [0u8; 8];
+            let dev = Device::open().ctx("root open")?;
+            let as_root = encode_outcome(&dev.read_into(c, 0, &mut sample, None));
+            let regions = crate::stats::counter("regions")?;
+            ensure!(
+                regions == base.regions + 1,
+                "regions {regions} while the owner's context is kept, expected {}",
+                base.regions + 1
+            );
+            // SAFETY: the copy of the owner's fd, closed once.
+            unsafe { libc::close(keep) };
+            drop(dev);
+            crate::stats::wait_for(&base, "after the last copy of the owner's fd")?;
+            use Status::Success;
+            const EPERM: Result<Status, Errno> = Err(Errno::EPERM);
+            expect_named(
+                "ptrace",
+                &[
+                    "owner alive",
+                    "owner's leader exited, a thread lives",
+                    "owner gone (same uid)",
+                    "owner gone (root)",
+                ],
+                &[live, leader_gone, process_gone, as_root],
+                &[Ok(Success), Ok(Success), EPERM, EPERM],
+            )
+        })
+    })
+}
+
 /// Mappings of /dev/knem in this process, from /proc/self/maps.
 pub(crate) fn knem_mappings() -> TestResult<usize> {
     let maps = std::fs::read_to_string("/proc/self/maps").ctx("/proc/self/maps")?;
