@@ -22,6 +22,7 @@ mod t_inline;
 mod t_legacy;
 mod t_lifetime;
 mod t_notify;
+mod t_offload;
 mod t_share;
 mod t_status;
 mod util;
@@ -122,6 +123,8 @@ const TESTS: &[Test] = &[
     ("fatal_signal_stops_long_copy",            t_bounds::fatal_signal_stops_long_copy),
     ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),
     ("page_refcount_pins_bounded",              t_bounds::page_refcount_pins_bounded),
+    ("offload_threads_bounded",                 t_offload::offload_threads_bounded),
+    ("offload_thread_in_callers_cpuset",        t_offload::offload_thread_in_callers_cpuset),
 ];
 
 /// Longest message passed back from a test process.
