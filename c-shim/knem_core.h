@@ -51,7 +51,7 @@ struct knem_core_ctx;
 	X(bytes_inline_read, "bytes region -> caller, synchronous")       \
 	X(bytes_inline_write, "bytes caller -> region, synchronous")      \
 	X(bytes_region_copy, "bytes region -> region")                    \
-	X(bytes_async, "bytes copied on offload threads")                 \
+	X(bytes_async, "bytes copied by asynchronous requests")           \
 	X(copies_failed, "copies that ended FAILED")                      \
 	X(err_einval, "ioctls failed with EINVAL")                        \
 	X(err_eperm, "ioctls failed with EPERM")                          \
@@ -61,7 +61,9 @@ struct knem_core_ctx;
 	X(err_ebusy, "ioctls failed with EBUSY")                          \
 	X(err_enotty, "ioctls failed with ENOTTY")                        \
 	X(err_other, "ioctls failed with another errno")                  \
-	X(pins_refused_memlock, "pins refused by RLIMIT_MEMLOCK")
+	X(pins_refused_memlock, "pins refused by RLIMIT_MEMLOCK")         \
+	X(offload_threads, "live offload threads")                        \
+	X(offload_fallbacks, "async copies run by the caller: thread bound")
 
 struct knem_core_stats {
 #define KNEM_CORE_STATS_FIELD(field, what) u64 field;
@@ -105,11 +107,12 @@ void knem_core_ctx_release(struct knem_core_ctx *ctx);
 
 /*
  * Asynchronous requests.  The core queues them in submission order; the
- * shim's offload thread of the context (started at the status-array mmap,
- * before knem_core_ctx_set_status_array) calls knem_core_ctx_run_async()
- * to run the oldest one: the copy, then its slot (and its notification).
- * Returns 1 if a request ran, 0 if the queue was empty.  Only that thread
- * calls it, which keeps completions in submission order.
+ * shim's offload thread of the context (started by knem_shim_ctx_spawn()
+ * at the first asynchronous submission the core gives a thread) calls
+ * knem_core_ctx_run_async() to run the oldest one: the copy, then its
+ * slot (and its notification).  Returns 1 if a request ran, 0 if the
+ * queue was empty.  Only that thread calls it, which keeps completions in
+ * submission order.
  *
  * knem_core_ctx_async_queued() and knem_core_ctx_notify_ready() do not
  * sleep or lock: the thread's sleep test and poll()'s readiness.
@@ -226,13 +229,34 @@ void knem_shim_table_unlock(void);
 /*
  * Per context, shim being the handle given to knem_core_ctx_new():
  * a mutex around the core's queues (never nested, may sleep); wake the
- * offload thread after queueing a request (does not sleep); wake read()
- * and poll() after queueing a notification (does not sleep).
+ * offload thread after queueing a request (does not sleep; only once
+ * knem_shim_ctx_spawn() succeeded); wake read() and poll() after queueing
+ * a notification (does not sleep).
  */
 void knem_shim_ctx_lock(void *shim);
 void knem_shim_ctx_unlock(void *shim);
 void knem_shim_ctx_kick(void *shim);
 void knem_shim_ctx_notify(void *shim);
+
+/*
+ * The offload thread of a context, created when the core decides one is
+ * due (the first asynchronous submission, within the per-user bound), in
+ * the submitting task: the thread joins the submitter's cgroups and runs
+ * only on CPUs of its cpuset (the BIND_OFFLOAD or binding choice there,
+ * else the submitter's CPUs), then starts.  0, or a negative errno and no
+ * thread.  The core calls it at most once at a time per context and never
+ * again after a success; the thread lives until the file's release.
+ */
+int knem_shim_ctx_spawn(void *shim);
+
+/*
+ * The max_offload_threads_per_user module parameter, read at each thread
+ * start: at most this many live offload threads per real uid; the core
+ * runs the asynchronous copies of a context beyond it in the caller.
+ * Does not sleep.
+ */
+#define KNEM_CORE_OFFLOAD_THREADS_PER_USER_DEFAULT 256
+u64 knem_shim_offload_threads_per_user(void);
 
 /*
  * BIND_OFFLOAD, validated by the core: flags is exactly one

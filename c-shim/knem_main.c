@@ -156,22 +156,8 @@ static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 	err = knem_core_ctx_status_mmap_check(kf->ctx, vma->vm_pgoff,
 					      vma->vm_end - vma->vm_start,
 					      !!(vma->vm_flags & VM_MAYSHARE));
-	if (err)
-		goto unlock;
-	/*
-	 * The offload thread exists before the core sees the array, so any
-	 * asynchronous request accepted from then on can wake it.
-	 */
-	err = knem_offload_prepare(kf);
-	if (err)
-		goto unlock;
-	err = knem_status_mmap(kf->ctx, &kf->status, vma);
-	if (err) {
-		knem_offload_stop(kf);
-		goto unlock;
-	}
-	knem_offload_start(kf);
-unlock:
+	if (!err)
+		err = knem_status_mmap(kf->ctx, &kf->status, vma);
 	mutex_unlock(&kf->status_lock);
 	return err;
 }

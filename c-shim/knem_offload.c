@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * knem_offload.c - the per-fd offload thread, its CPU binding, and the
- * NOTIFY_FD notifications read() from the fd.
+ * knem_offload.c - the per-fd offload thread, its CPU binding and
+ * cgroups, and the NOTIFY_FD notifications read() from the fd.
  *
- * The core owns the queue of asynchronous requests (in submission order)
- * and the queue of completed NOTIFY_FD indices; this file only runs the
- * thread that drains the first and the wait queue readers of the second
- * sleep on.  The thread starts at the status-array mmap (no async request
- * can be accepted before) and stops at release: the request it is running
+ * The core owns the queue of asynchronous requests (in submission order),
+ * the queue of completed NOTIFY_FD indices, and the decision to give a fd
+ * a thread (its first asynchronous submission, within the per-user bound);
+ * this file only creates and runs the thread that drains the first queue
+ * and the wait queue readers of the second sleep on.  The thread is made
+ * by the submitting task and counts where it does: it joins the
+ * submitter's cgroups (pids, cpu, memory, cpuset see it) and runs only on
+ * CPUs of its cpuset.  It stops at release: the request it is running
  * finishes, the core then drops the ones that never started.
  */
+#include <linux/cgroup.h>
 #include <linux/cpumask.h>
 #include <linux/err.h>
 #include <linux/fs.h>
@@ -28,13 +32,26 @@
 
 /*
  * KNEM's parameter: where the offload thread of a fd runs unless
- * BIND_OFFLOAD chose.  0: anywhere; 1: on the CPUs the mmap() caller may
- * run on; -1: on the other online CPUs (all of them if none is left).
+ * BIND_OFFLOAD chose, always within the cpuset of the task that submitted
+ * the fd's first asynchronous copy.  0 and 1: on the CPUs that task may
+ * run on; -1: on the other CPUs of its cpuset (all of them if none is
+ * left).
  */
 static int binding;
 module_param(binding, int, 0644);
 MODULE_PARM_DESC(binding,
-		 "offload thread binding: 0 none, 1 caller's CPUs, -1 the other CPUs");
+		 "offload thread binding: 0 or 1 the submitter's CPUs, -1 the other CPUs of its cpuset");
+
+static ulong knem_threads_per_user = KNEM_CORE_OFFLOAD_THREADS_PER_USER_DEFAULT;
+module_param_named(max_offload_threads_per_user, knem_threads_per_user,
+		   ulong, 0644);
+MODULE_PARM_DESC(max_offload_threads_per_user,
+		 "live offload threads per user; async copies of other fds run in the caller");
+
+u64 knem_shim_offload_threads_per_user(void)
+{
+	return READ_ONCE(knem_threads_per_user);
+}
 
 /* Notifications moved per batch of read() (on the stack). */
 #define KNEM_NOTIFY_BATCH 32
@@ -45,11 +62,16 @@ int knem_offload_init(struct knem_file *kf)
 	init_waitqueue_head(&kf->notify_wq);
 	if (!zalloc_cpumask_var(&kf->bind_mask, GFP_KERNEL))
 		return -ENOMEM;
+	if (!zalloc_cpumask_var(&kf->thread_mask, GFP_KERNEL)) {
+		free_cpumask_var(kf->bind_mask);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
 void knem_offload_free(struct knem_file *kf)
 {
+	free_cpumask_var(kf->thread_mask);
 	free_cpumask_var(kf->bind_mask);
 }
 
@@ -69,6 +91,12 @@ static int knem_offload_thread(void *data)
 {
 	struct knem_file *kf = data;
 
+	/*
+	 * Bound here, not before the first wake-up: kernels that place new
+	 * kthreads on housekeeping CPUs do so as the thread starts, after
+	 * anything its creator set.
+	 */
+	set_cpus_allowed_ptr(current, kf->thread_mask);
 	while (!kthread_should_stop()) {
 		/* Set the state first: a kick after the test wakes us up. */
 		set_current_state(TASK_INTERRUPTIBLE);
@@ -84,44 +112,70 @@ static int knem_offload_thread(void *data)
 }
 
 /*
- * Creates the thread, bound but not running yet; status_lock held.  The
- * caller either starts it or stops it.
+ * The CPUs of thread t, which just joined the submitter's cgroups: the
+ * attach left it on the CPUs of the submitter's cpuset (a module cannot
+ * ask for a task's cpuset otherwise), so that is the set every choice is
+ * taken within.  A choice that names none of them gives the submitter's
+ * own CPUs, which its cpuset always holds.
  */
-int knem_offload_prepare(struct knem_file *kf)
+static void knem_thread_cpus(struct knem_file *kf, struct task_struct *t)
 {
+	struct cpumask *m = kf->thread_mask;
+
+	if (kf->bind_set) {
+		cpumask_and(m, kf->bind_mask, t->cpus_ptr);
+	} else if (READ_ONCE(binding) == -1) {
+		cpumask_andnot(m, t->cpus_ptr, current->cpus_ptr);
+		if (cpumask_empty(m))
+			cpumask_copy(m, t->cpus_ptr);
+	} else {
+		cpumask_copy(m, current->cpus_ptr);
+	}
+	cpumask_and(m, m, cpu_online_mask);
+	if (cpumask_empty(m))
+		cpumask_and(m, current->cpus_ptr, cpu_online_mask);
+}
+
+int knem_shim_ctx_spawn(void *shim)
+{
+	struct knem_file *kf = shim;
 	struct task_struct *t;
-	cpumask_var_t m;
-	int err = 0;
+	int err;
 
-	if (!zalloc_cpumask_var(&m, GFP_KERNEL))
-		return -ENOMEM;
-	if (kf->bind_set)
-		cpumask_copy(m, kf->bind_mask);
-	else if (binding == 1 || binding == -1)
-		knem_current_cpus(m, binding == -1);
-
+	knem_might_sleep();
+	/*
+	 * Created and attached without status_lock: mmap() takes it under
+	 * mmap_lock, and a cgroup attach may take mmap_lock (cpuset memory
+	 * migration).  The core makes one call at a time per context.
+	 */
 	t = kthread_create(knem_offload_thread, kf, "knem/%d",
 			   task_tgid_nr(current));
-	if (IS_ERR(t)) {
-		err = PTR_ERR(t);
-		goto free_mask;
-	}
-	if (!cpumask_empty(m))
-		/* A failure leaves it unbound, which is still correct. */
-		set_cpus_allowed_ptr(t, m);
-	kf->thread = t;
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	/* Its pids, CPU time and memory count where the submitter's do. */
+	err = cgroup_attach_task_all(current, t);
+	if (err)
+		goto stop_thread;
 
-free_mask:
-	free_cpumask_var(m);
+	mutex_lock(&kf->status_lock);
+	if (WARN_ON_ONCE(kf->thread)) {
+		mutex_unlock(&kf->status_lock);
+		err = -EBUSY;
+		goto stop_thread;
+	}
+	knem_thread_cpus(kf, t);
+	kf->thread = t;
+	mutex_unlock(&kf->status_lock);
+	wake_up_process(t);
+	return 0;
+
+stop_thread:
+	/* Never woken: it exits without running knem_offload_thread(). */
+	kthread_stop(t);
 	return err;
 }
 
-void knem_offload_start(struct knem_file *kf)
-{
-	wake_up_process(kf->thread);
-}
-
-/* Waits for the running request, if any; status_lock held or release. */
+/* File release: waits for the running request, if any. */
 void knem_offload_stop(struct knem_file *kf)
 {
 	if (!kf->thread)
@@ -189,7 +243,7 @@ void knem_shim_ctx_kick(void *shim)
 {
 	struct knem_file *kf = shim;
 
-	/* Set before the status array, which every async request needs. */
+	/* The core kicks only once knem_shim_ctx_spawn() succeeded. */
 	if (!WARN_ON_ONCE(!kf->thread))
 		wake_up_process(kf->thread);
 }

@@ -57,7 +57,8 @@ struct knem_file {
 	/* knem_offload.c */
 	struct mutex queue_lock;           /* the core's queues of ctx */
 	wait_queue_head_t notify_wq;       /* read() and poll() of NOTIFY_FD */
-	struct task_struct *thread;        /* from the status-array mmap on */
+	struct task_struct *thread;        /* from the first async copy on */
+	cpumask_var_t thread_mask;         /* its CPUs, set before it starts */
 	cpumask_var_t bind_mask;           /* BIND_OFFLOAD's choice */
 	bool bind_set;
 	/* knem_dma.c: ASYNCDMACOMPLETE batches in flight, oldest first */
@@ -68,8 +69,6 @@ struct knem_file {
 
 /* knem_offload.c: the per-fd offload thread and NOTIFY_FD reads. */
 int knem_offload_init(struct knem_file *kf);
-int knem_offload_prepare(struct knem_file *kf);
-void knem_offload_start(struct knem_file *kf);
 void knem_offload_stop(struct knem_file *kf);
 void knem_offload_free(struct knem_file *kf);
 ssize_t knem_notify_read(struct knem_file *kf, struct file *file,

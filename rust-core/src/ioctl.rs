@@ -60,7 +60,9 @@ enum Report<'c> {
     /// without DMA: copy now, report in both).
     AlsoSlot(&'c AtomicU8),
     /// On the offload thread: `current_status` PENDING now, the slot (and
-    /// the fd with NOTIFY_FD) later.
+    /// the fd with NOTIFY_FD) later; or, when the context has no thread and
+    /// may not get one, both before the ioctl returns, `current_status`
+    /// still PENDING ([`crate::exec::offload`]).
     Async { index: u32, notify: bool },
     /// ASYNCDMACOMPLETE with a DMA engine: `current_status` PENDING now,
     /// the slot when the engine is done ([`crate::exec::dma`]).
@@ -386,7 +388,7 @@ impl<E: Env> Device<E> {
             self.table.consume(&self.env, &self.stats, &found)?;
             let mut job = Self::inline_job(req, found.into_region(), local);
             job.dma = dma;
-            self.enqueue(prep, job);
+            self.submit(prep, job);
             return Ok(());
         }
         if let Report::DmaComplete { index } = report {
@@ -475,7 +477,7 @@ impl<E: Env> Device<E> {
                 bound: req.bound,
                 dma,
             };
-            self.enqueue(prep, job);
+            self.submit(prep, job);
             return Ok(());
         }
         let copy = if dma {
@@ -600,8 +602,9 @@ impl<E: Env> Device<E> {
         self.inline_copy(caller, &req, None)
     }
 
-    /// Chooses the CPUs of the offload thread; only before it starts (the
-    /// status-array mmap).  The shim turns the choice into a cpumask.
+    /// Chooses the CPUs of the offload thread; only before the status-array
+    /// mmap, as KNEM (the thread itself starts later, at the first
+    /// asynchronous submission).  The shim turns the choice into a cpumask.
     fn bind_offload(&self, ctx: &Context, arg: u64) -> KResult<()> {
         let b: knem_cmd_bind_offload = uaccess::read(&self.env, arg)?;
         if b.flags & !BIND_FLAGS != 0 || !b.flags.is_power_of_two() {

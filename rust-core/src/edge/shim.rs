@@ -28,6 +28,9 @@ pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 pub const RCU_HEAD_SIZE: usize = sys::KNEM_CORE_RCU_HEAD_SIZE as usize;
 /// Default of the `max_regions_per_user` module parameter.
 pub const REGIONS_PER_USER_DEFAULT: u64 = sys::KNEM_CORE_REGIONS_PER_USER_DEFAULT as u64;
+/// Default of the `max_offload_threads_per_user` module parameter.
+pub const OFFLOAD_THREADS_PER_USER_DEFAULT: u64 =
+    sys::KNEM_CORE_OFFLOAD_THREADS_PER_USER_DEFAULT as u64;
 
 /// An opaque `struct page *` of a pinned page.  The core never dereferences it.
 #[repr(transparent)]
@@ -151,8 +154,14 @@ pub trait Env: Sync {
     fn ctx_lock(&self, shim: ShimCtx);
     /// Releases the context mutex.
     fn ctx_unlock(&self, shim: ShimCtx);
-    /// Wakes the context's offload thread: a request was queued.
+    /// Wakes the context's offload thread: a request was queued.  Only
+    /// once [`Env::ctx_spawn`] succeeded for it.
     fn ctx_kick(&self, shim: ShimCtx);
+    /// Creates and starts the context's offload thread, from the calling
+    /// (submitting) task: in its cgroups, on CPUs of its cpuset.  An error
+    /// leaves no thread.  At most one call at a time per context, none
+    /// after a success.
+    fn ctx_spawn(&self, shim: ShimCtx) -> KResult<()>;
     /// Wakes readers and pollers of the context's fd: a notification was
     /// queued.
     fn ctx_notify(&self, shim: ShimCtx);
@@ -235,6 +244,8 @@ pub trait Env: Sync {
     fn may_access(&self, owner: OwnerPtr) -> bool;
     /// Most live regions one user may hold.  Does not sleep.
     fn regions_per_user(&self) -> u64;
+    /// Most live offload threads one user may have.  Does not sleep.
+    fn offload_threads_per_user(&self) -> u64;
     /// Whether a copy running now should stop between two pieces: the
     /// calling process is dying, or the offload thread running it is being
     /// stopped.  Does not sleep.
@@ -436,6 +447,13 @@ mod kernel {
             unsafe { knem_shim_ctx_notify(shim.0) }
         }
 
+        fn ctx_spawn(&self, shim: ShimCtx) -> KResult<()> {
+            // SAFETY: the handle of a live context; the core serialises the
+            // calls for one context (Context::begin_worker_start).
+            let r = unsafe { knem_shim_ctx_spawn(shim.0) };
+            errno_of(r as i64)
+        }
+
         fn dma_usable(&self) -> bool {
             // SAFETY: no preconditions.
             unsafe { knem_shim_dma_usable() != 0 }
@@ -523,6 +541,11 @@ mod kernel {
         fn regions_per_user(&self) -> u64 {
             // SAFETY: no preconditions.
             unsafe { knem_shim_regions_per_user() }
+        }
+
+        fn offload_threads_per_user(&self) -> u64 {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_offload_threads_per_user() }
         }
 
         fn copy_should_stop(&self) -> bool {

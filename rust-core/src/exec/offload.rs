@@ -1,5 +1,6 @@
 //! Asynchronous copies: what a submission holds, the per-context queue in
-//! submission order, and its execution on the shim's offload thread.
+//! submission order, and its execution on the shim's offload thread, or in
+//! the caller when the context has no thread and may not get one.
 //!
 //! A submission does every check, lookup, single-use consumption and pin in
 //! the caller's context, so the thread only copies pinned page to pinned
@@ -9,9 +10,19 @@
 //! first, which is what makes requests of one fd complete in submission
 //! order.
 //!
+//! A context gets its thread at its first asynchronous submission, not
+//! before (most files never submit one), and only while its user has fewer
+//! than `Env::offload_threads_per_user` ([`crate::state::workers`]).  A
+//! context without a thread runs the copy in the caller before the ioctl
+//! returns: the slot and the notification are written as the thread would
+//! have, and `current_status` still says PENDING, so the client sees an
+//! asynchronous request that completed early, which it already handles.
+//! Completion order holds: such a context has nothing queued.
+//!
 //! On file release the thread is stopped first (the request it is running
 //! finishes); requests still queued are dropped without writing their
-//! slots, their references and pins released.
+//! slots, their references and pins released; the thread is given back to
+//! its user.
 
 use crate::edge::errno::KResult;
 use crate::edge::kalloc::KBox;
@@ -24,6 +35,15 @@ use crate::state::device::Device;
 use crate::state::queue::Node;
 use crate::state::stats;
 use core::sync::atomic::Ordering::Release;
+
+/// Where an accepted asynchronous request went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// Queued for the context's offload thread.
+    Queued,
+    /// Run in the caller, done (no thread to be had).
+    RanInCaller,
+}
 
 impl<E: Env> Job<'_, E> {
     /// Copies page to page (the shim reschedules between pages), by the
@@ -50,7 +70,7 @@ impl<E: Env> Job<'_, E> {
 pub struct Prepared<'c> {
     ctx: &'c Context,
     index: u32,
-    /// Always Some until [`Device::enqueue`] takes it.
+    /// Always Some until the request is queued or run.
     node: Option<KBox<Node<Option<AsyncReq>>>>,
     notify: Option<KBox<Node<u32>>>,
 }
@@ -98,9 +118,61 @@ impl<E: Env> Device<E> {
         })
     }
 
+    /// Hands an accepted request over: to the context's offload thread,
+    /// started now if it has none and its user may have one more, else run
+    /// here.  Cannot fail: everything was reserved.
+    pub fn submit(&self, prep: Prepared<'_>, job: Job<'_, E>) -> Submitted {
+        if self.worker_for(prep.ctx) {
+            self.enqueue(prep, job);
+            return Submitted::Queued;
+        }
+        stats::add(&self.stats.offload_fallbacks, 1);
+        let mut prep = prep;
+        let (ctx, index, notify) = (prep.ctx, prep.index, prep.notify.take());
+        drop(prep);
+        self.complete(ctx, job, index, notify);
+        Submitted::RanInCaller
+    }
+
+    /// Whether `ctx` has an offload thread, starting one when it has none
+    /// and its user is below the bound.  A submission racing with another
+    /// one's start of the thread of the same context does without.
+    fn worker_for(&self, ctx: &Context) -> bool {
+        if ctx.has_worker() {
+            return true;
+        }
+        if !ctx.begin_worker_start() {
+            return ctx.has_worker();
+        }
+        let max = self.env.offload_threads_per_user();
+        let started = self.workers.take(&self.env, ctx.uid, max)
+            && match self.env.ctx_spawn(ctx.shim) {
+                Ok(()) => true,
+                Err(_) => {
+                    self.workers.give(&self.env, ctx.uid);
+                    false
+                }
+            };
+        if started {
+            stats::add(&self.stats.offload_threads, 1);
+        }
+        ctx.end_worker_start(started);
+        started
+    }
+
+    /// File release, after the offload thread stopped: gives it back to
+    /// its user.
+    pub fn worker_stopped(&self, ctx: &Context) {
+        if ctx.has_worker() {
+            ctx.end_worker_start(false);
+            self.workers.give(&self.env, ctx.uid);
+            stats::sub(&self.stats.offload_threads, 1);
+        }
+    }
+
     /// Queues a job behind the context's earlier requests and wakes the
-    /// offload thread.  Cannot fail: everything was reserved.
-    pub fn enqueue(&self, mut prep: Prepared<'_>, job: Job<'_, E>) {
+    /// offload thread, which the context has.
+    fn enqueue(&self, mut prep: Prepared<'_>, job: Job<'_, E>) {
         let Some(mut node) = prep.node.take() else {
             return; // unreachable: only enqueue takes the node
         };
@@ -113,10 +185,8 @@ impl<E: Env> Device<E> {
         self.env.ctx_kick(ctx.shim);
     }
 
-    /// Runs the oldest queued request of `ctx`, if any: the copy, then the
-    /// references are given up (so the counters are back to where they
-    /// were before the slot says done), then the slot and the notification.
-    /// Returns false when the queue was empty.  Called by the offload
+    /// Runs the oldest queued request of `ctx`, if any
+    /// ([`Device::complete`]).  Returns false when the queue was empty.  Called by the offload
     /// thread only, so requests never overtake each other.
     pub fn run_async(&self, ctx: &Context) -> bool {
         let Some(mut node) = ctx.with_queues(&self.env, |q| q.pending.pop()) else {
@@ -127,6 +197,20 @@ impl<E: Env> Device<E> {
         };
         drop(node);
         let (job, index, notify) = req.into_job(&self.env, &self.stats);
+        self.complete(ctx, job, index, notify);
+        true
+    }
+
+    /// Runs an asynchronous request's copy, then gives up its references
+    /// (so the counters are back to where they were before the slot says
+    /// done), then writes the slot and queues the notification.
+    fn complete(
+        &self,
+        ctx: &Context,
+        job: Job<'_, E>,
+        index: u32,
+        notify: Option<KBox<Node<u32>>>,
+    ) {
         let out = job.run(&self.env);
         drop(job);
         stats::add(&self.stats.bytes_async, out.bytes);
@@ -141,7 +225,6 @@ impl<E: Env> Device<E> {
         if let Some(n) = notify {
             ctx.push_ready(&self.env, n);
         }
-        true
     }
 
     /// Pops up to `out.len()` completed NOTIFY_FD indices, oldest first;

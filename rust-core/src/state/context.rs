@@ -1,8 +1,8 @@
 //! One context per O_RDWR open of the device: the owner identity of the
-//! regions it creates, its status array, and its two queues: asynchronous
-//! requests in submission order (drained by the shim's per-fd offload
-//! thread through [`crate::exec::offload`]) and completed NOTIFY_FD indices
-//! waiting for read().
+//! regions it creates, its status array, whether it has an offload thread,
+//! and its two queues: asynchronous requests in submission order (drained
+//! by that thread through [`crate::exec::offload`]) and completed
+//! NOTIFY_FD indices waiting for read().
 
 use crate::edge::errno::{KResult, EBUSY, EINVAL};
 use crate::edge::shim::{CtxGuard, Env, ShimCtx, PAGE_SHIFT};
@@ -37,6 +37,9 @@ pub struct Context {
     ready: AtomicU64,
     /// NOTIFY_FD requests accepted whose notification was not read yet.
     notify_credits: AtomicU64,
+    /// The offload thread: WORKER_NONE until one starts, then WORKER_LIVE
+    /// until release.
+    worker: AtomicU8,
 }
 
 /// The queues of a context.
@@ -58,6 +61,10 @@ pub struct Queues {
 unsafe impl Sync for Context {}
 // SAFETY: as above; a context moves between threads only as a whole.
 unsafe impl Send for Context {}
+
+const WORKER_NONE: u8 = 0;
+const WORKER_STARTING: u8 = 1;
+const WORKER_LIVE: u8 = 2;
 
 const ARRAY_NONE: u8 = 0;
 const ARRAY_SETTING: u8 = 1;
@@ -89,7 +96,29 @@ impl Context {
             queued: AtomicU64::new(0),
             ready: AtomicU64::new(0),
             notify_credits: AtomicU64::new(0),
+            worker: AtomicU8::new(WORKER_NONE),
         }
+    }
+
+    /// Whether the offload thread runs (Acquire: the shim's handle of it
+    /// is visible to whoever sees true).
+    pub fn has_worker(&self) -> bool {
+        self.worker.load(Acquire) == WORKER_LIVE
+    }
+
+    /// Claims the start of the offload thread: false when it runs or
+    /// another submission is starting it.  A claim ends with
+    /// [`Context::end_worker_start`].
+    pub fn begin_worker_start(&self) -> bool {
+        self.worker
+            .compare_exchange(WORKER_NONE, WORKER_STARTING, Acquire, Relaxed)
+            .is_ok()
+    }
+
+    /// Ends a claim: the thread now runs (`started`) or still does not.
+    pub fn end_worker_start(&self, started: bool) {
+        let to = if started { WORKER_LIVE } else { WORKER_NONE };
+        self.worker.store(to, Release);
     }
 
     /// Runs `f` on the queues with the context mutex held.  `f` must not
@@ -116,7 +145,7 @@ impl Context {
         self.ready.load(Acquire) != 0
     }
 
-    /// Whether the status array is mapped (the offload thread started).
+    /// Whether the status array is mapped (BIND_OFFLOAD is over then).
     pub fn has_status_array(&self) -> bool {
         self.status.state.load(Acquire) != ARRAY_NONE
     }

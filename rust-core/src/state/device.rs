@@ -7,6 +7,7 @@ use crate::edge::shim::{Env, ShimCtx};
 use crate::state::context::Context;
 use crate::state::stats::{self, Stats};
 use crate::state::table::Table;
+use crate::state::workers::Workers;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Everything the core keeps between calls.
@@ -17,6 +18,8 @@ pub struct Device<E: Env> {
     pub table: Table,
     /// The counters.
     pub stats: Stats,
+    /// Offload threads per user.
+    pub workers: Workers,
     next_ctx: AtomicU64,
 }
 
@@ -27,6 +30,7 @@ impl<E: Env> Device<E> {
             env,
             table: Table::new(),
             stats: Stats::new(),
+            workers: Workers::new(),
             next_ctx: AtomicU64::new(0),
         }
     }
@@ -39,6 +43,7 @@ impl<E: Env> Device<E> {
     /// Module unload (no context is left).
     pub fn exit(&self) {
         self.table.exit();
+        self.workers.exit(&self.env);
     }
 
     /// A context for an opener with real uid `uid`, without a shim handle
@@ -57,10 +62,11 @@ impl<E: Env> Device<E> {
     }
 
     /// The file is released (its offload thread already stopped): drop
-    /// the requests that never started, destroy the context's regions and
-    /// free it.
+    /// the requests that never started, give the thread back to its user,
+    /// destroy the context's regions and free it.
     pub fn ctx_release(&self, ctx: KBox<Context>) {
         self.drain_async(&ctx);
+        self.worker_stopped(&ctx);
         self.table.release_ctx(&self.env, &self.stats, ctx.id);
         stats::sub(&self.stats.contexts, 1);
         drop(ctx);

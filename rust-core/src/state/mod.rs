@@ -1,6 +1,7 @@
 //! What the core keeps between calls: regions and their pinned pages, the
-//! cookie table, per-open contexts and their queues, the counters, and the
-//! device holding them with the context lifecycle.
+//! cookie table, per-open contexts and their queues, offload threads per
+//! user, the counters, and the device holding them with the context
+//! lifecycle.
 
 pub mod context;
 pub mod counts;
@@ -9,3 +10,4 @@ pub mod queue;
 pub mod region;
 pub mod stats;
 pub mod table;
+pub mod workers;

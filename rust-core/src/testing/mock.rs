@@ -3,7 +3,7 @@
 //! deferred frees, and the table mutex.  Used by the unit tests and, with
 //! the `mock` feature, by the fuzz targets.
 
-use crate::edge::errno::{KResult, EDQUOT, EFAULT, EINVAL};
+use crate::edge::errno::{KResult, EDQUOT, EFAULT, EINVAL, ENOMEM};
 use crate::edge::shim::{AccessPolicy, Env, OwnerPtr, PagePtr, RcuHead, ShimCtx, PAGE_SIZE};
 use crate::edge::uaccess::{bytes_of, bytes_of_mut, Pod};
 use crate::state::region;
@@ -123,6 +123,12 @@ pub struct MockEnv {
     pub dma: crate::testing::mock_dma::MockDma,
     /// The `max_regions_per_user` module parameter.
     pub regions_per_user: AtomicU64,
+    /// The `max_offload_threads_per_user` module parameter.
+    pub offload_threads_per_user: AtomicU64,
+    /// Offload threads started (ctx_spawn successes).
+    pub spawns: AtomicUsize,
+    /// ctx_spawn fails (as kthread_create can) while set.
+    pub spawn_fails: AtomicBool,
     /// Copies stop after this many more pieces (None: never), as when the
     /// caller gets a fatal signal.
     pub stop_after: Mutex<Option<u64>>,
@@ -168,6 +174,11 @@ impl MockEnv {
             ptrace_denied: AtomicBool::new(false),
             dma: Default::default(),
             regions_per_user: AtomicU64::new(crate::edge::shim::REGIONS_PER_USER_DEFAULT),
+            offload_threads_per_user: AtomicU64::new(
+                crate::edge::shim::OFFLOAD_THREADS_PER_USER_DEFAULT,
+            ),
+            spawns: AtomicUsize::new(0),
+            spawn_fails: AtomicBool::new(false),
             stop_after: Mutex::new(None),
             probes: Probes::default(),
         }
@@ -476,6 +487,14 @@ impl Env for MockEnv {
         self.notifies.fetch_add(1, SeqCst);
     }
 
+    fn ctx_spawn(&self, _shim: ShimCtx) -> KResult<()> {
+        if self.spawn_fails.load(SeqCst) {
+            return Err(ENOMEM);
+        }
+        self.spawns.fetch_add(1, SeqCst);
+        Ok(())
+    }
+
     /// Like the shim: a CUSTOM mask must name a CPU (the mock has 64).
     fn ctx_bind(&self, _shim: ShimCtx, flags: u32, mask: &[u8]) -> KResult<()> {
         if flags == knem_abi::KNEM_BIND_FLAG_CUSTOM && mask.iter().take(8).all(|&b| b == 0) {
@@ -518,6 +537,10 @@ impl Env for MockEnv {
 
     fn regions_per_user(&self) -> u64 {
         self.regions_per_user.load(SeqCst)
+    }
+
+    fn offload_threads_per_user(&self) -> u64 {
+        self.offload_threads_per_user.load(SeqCst)
     }
 
     fn copy_should_stop(&self) -> bool {

@@ -248,6 +248,7 @@ pub(super) fn finish(d: &Dev, ctxs: Vec<KBox<Context>>) {
     }
     let s = d.stats.snapshot();
     assert_eq!((s.contexts, s.regions, s.pinned_pages), (0, 0, 0));
+    assert_eq!(s.offload_threads, 0, "offload threads not given back");
     assert_eq!(d.env.pinned(), 0, "pages left pinned");
     assert_eq!(d.env.dma.open.load(SeqCst), 0, "DMA batch left open");
     d.exit();

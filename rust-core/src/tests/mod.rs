@@ -7,4 +7,5 @@ mod harden;
 mod helpers;
 mod layers;
 mod offload;
+mod offload_bound;
 mod sync;

@@ -334,7 +334,7 @@ fn main() {
     }
 
     // Counters back to zero (frees may wait for RCU and offload threads).
-    let want0 = ["contexts", "regions", "pinned_pages"];
+    let want0 = ["contexts", "regions", "pinned_pages", "offload_threads"];
     let t0 = Instant::now();
     let leak = loop {
         let vals: Vec<(&str, Option<u64>)> = want0.iter().map(|&n| (n, counter(n))).collect();

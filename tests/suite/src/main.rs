@@ -23,6 +23,7 @@ mod t_inline;
 mod t_legacy;
 mod t_lifetime;
 mod t_notify;
+mod t_offload;
 mod t_share;
 mod t_status;
 mod util;
@@ -125,6 +126,8 @@ const TESTS: &[Test] = &[
     ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),
     ("page_refcount_pins_bounded",              t_bounds::page_refcount_pins_bounded),
     ("file_backed_write_pins_refused",          t_filepins::file_backed_write_pins_refused),
+    ("offload_threads_bounded",                 t_offload::offload_threads_bounded),
+    ("offload_thread_in_callers_cpuset",        t_offload::offload_thread_in_callers_cpuset),
 ];
 
 /// Longest message passed back from a test process.

@@ -930,7 +930,7 @@ pub fn bind_offload_rules() -> TestResult {
         dev.bind_offload_raw(c, 8, hole),
         Errno::EFAULT,
     )?;
-    // Mapping starts the thread; binding is over.
+    // Mapping ends binding, as in KNEM.
     let array = dev.map_status_array(4).ctx("mmap 4 slots")?;
     for how in [
         BindOffload::Current,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const PARAMS: &str = "/sys/module/knem/parameters";
 
 /// Runs `f` with module parameter `name` set to `v`, restored afterwards.
-fn with_param(name: &str, v: &str, f: impl FnOnce() -> TestResult) -> TestResult {
+pub fn with_param(name: &str, v: &str, f: impl FnOnce() -> TestResult) -> TestResult {
     let path = format!("{PARAMS}/{name}");
     let old = std::fs::read_to_string(&path).ctx(&path)?;
     std::fs::write(&path, v).ctx(&format!("write {name}={v}"))?;

@@ -12,8 +12,8 @@ use knem::{Cookie, Iovec, Protection, RegionFlags, Status};
 /// An open read-write /dev/knem file (one KNEM context).
 pub struct Device {
     dev: knem::Device,
-    /// One status slot for `knem-async`, mapped on first use (the mapping
-    /// starts the file's offload thread).
+    /// One status slot for `knem-async`, mapped on first use (the first
+    /// asynchronous copy then starts the file's offload thread).
     status: std::cell::OnceCell<knem::StatusArray>,
 }
 

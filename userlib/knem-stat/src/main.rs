@@ -20,7 +20,7 @@ const DEFAULT_SYSFS: &str = "/sys/class/misc/knem";
 const KNOWN: &[(&str, &str)] = &knem_abi::STATS;
 
 /// Counters that are levels, not running totals.
-const GAUGES: &[&str] = &["contexts", "regions", "pinned_pages"];
+const GAUGES: &[&str] = &["contexts", "regions", "pinned_pages", "offload_threads"];
 
 #[derive(Parser, Debug)]
 #[command(
@@ -483,7 +483,7 @@ mod tests {
         assert_eq!(lines[1], "contexts             3  live O_RDWR opens");
         assert_eq!(
             lines[2],
-            "bytes_async  1,234,567  bytes copied on offload threads (1.2 MiB)"
+            "bytes_async  1,234,567  bytes copied by asynchronous requests (1.2 MiB)"
         );
         assert_eq!(
             lines[3],

@@ -432,8 +432,9 @@ impl Device {
     }
 
     /// Map the status array of this fd: `slots` one-byte slots, all
-    /// PENDING.  A fd has at most one.  Mapping it also starts the fd's
-    /// offload thread: bind it first ([`Device::bind_offload`]).
+    /// PENDING.  A fd has at most one.  Mapping it ends the time to bind
+    /// the fd's offload thread ([`Device::bind_offload`]), which starts at
+    /// the first asynchronous copy.
     ///
     /// The driver sees the mapping, which the kernel rounds up to whole
     /// pages: it accepts indexes (and queues up to as many NOTIFY_FD

@@ -1,8 +1,9 @@
 //! BIND_OFFLOAD: where the fd's offload thread may run.
 //!
-//! The thread starts when the status array is mapped, so binding is only
-//! possible before [`Device::map_status_array`]; afterwards the driver
-//! answers EBUSY.
+//! As in KNEM, binding is only possible before
+//! [`Device::map_status_array`]; afterwards the driver answers EBUSY.  (The
+//! thread itself starts later, at the fd's first asynchronous copy, inside
+//! the submitter's cpuset.)
 
 use crate::device::Device;
 use crate::error::Result;

@@ -65,6 +65,7 @@ fn ioctl_corpus_passes_and_covers_every_command() {
         total.copy_failed += s.copy_failed;
         total.data_exact += s.data_exact;
         total.thread_done += s.thread_done;
+        total.fallback_done += s.fallback_done;
         total.dma_done += s.dma_done;
         total.notified += s.notified;
         total.consumed += s.consumed;
@@ -87,6 +88,7 @@ fn ioctl_corpus_passes_and_covers_every_command() {
         (t.copy_failed, "copies that fault part-way"),
         (t.data_exact, "copies checked byte for byte"),
         (t.thread_done, "offload-thread requests"),
+        (t.fallback_done, "thread requests run in the caller"),
         (t.dma_done, "DMA-engine completions"),
         (t.notified, "NOTIFY_FD notifications"),
         (t.consumed, "single-use regions consumed"),
@@ -421,6 +423,12 @@ mod seeds {
         pub(super) fn complete_all(&mut self) -> &mut Self {
             self.op(15, 0).b(7)
         }
+        /// max_offload_threads_per_user = [0, 1, 2, unbounded][bound], and
+        /// whether the shim fails to make threads.
+        pub(super) fn threads(&mut self, bound: u8, fails: bool) -> &mut Self {
+            let x = 3 | (bound << 2) | ((fails as u8) << 4);
+            self.op(15, 0).b(6 | (x << 3))
+        }
     }
 
     const PAGE: u16 = PAGE_SIZE as u16;
@@ -605,6 +613,34 @@ mod seeds {
             .run(0)
             .notify(0, 1);
         add("notify-credits", o);
+
+        // One thread for uid 1000: its second fd runs copies in the caller
+        // until the first is released; then a shim that cannot make one.
+        o.threads(1, false)
+            .create(0, &[D(0, 4096)], 3)
+            .create(0, &[D(4096, 4096)], 3)
+            .create(1, &[D(8192, 4096)], 3)
+            .create(1, &[D(12288, 4096)], 3)
+            .create(2, &[D(0, 100)], 3)
+            .create(2, &[D(200, 100)], 3)
+            .status_array(0, 4)
+            .status_array(1, 4)
+            .status_array(2, 4)
+            .copy(0, Rw, 0, 0, 1, 0, None, TH, 0)
+            .copy(1, Rw, 2, 0, 3, 0, None, TH | NOTIFY, 1)
+            .copy(0, Rw, 1, 0, 0, 0, None, TH, 1)
+            .notify(1, 1)
+            .run(0)
+            .release(0)
+            .copy(1, Rw, 3, 0, 2, 0, None, TH, 2)
+            .run(1)
+            .threads(3, true)
+            .copy(2, Rw, 4, 0, 5, 0, None, TH | NOTIFY, 0)
+            .notify(2, 1)
+            .threads(3, false)
+            .copy(2, Rw, 5, 0, 4, 0, None, TH, 1)
+            .run_all(2);
+        add("thread-bound", o);
 
         o.dma(true, 0)
             .info(0, Rw)

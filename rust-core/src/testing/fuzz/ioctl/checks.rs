@@ -195,6 +195,16 @@ impl Harness {
         assert_eq!(s.bytes_async, self.bytes_async, "asynchronous bytes");
         assert_eq!(s.copies_failed, self.copies_failed, "failed copies");
         assert_eq!(s.contexts, self.kctx.iter().flatten().count() as u64);
+        let workers = self.ctxs.iter().filter(|m| m.worker).count() as u64;
+        assert_eq!(s.offload_threads, workers, "offload threads");
+        for &uid in UIDS.iter() {
+            let mine = self.ctxs.iter().filter(|m| m.worker && m.uid == uid);
+            assert_eq!(self.dev.workers.of(&self.dev.env, uid), mine.count() as u64);
+        }
+        assert_eq!(
+            s.offload_fallbacks, self.sum.fallback_done as u64,
+            "thread copies run in the caller"
+        );
         // Only ASYNCDMACOMPLETE batches stay open, until the engine is done.
         assert_eq!(env.dma.inflight.lock().unwrap().len(), self.dma_q.len());
         assert_eq!(

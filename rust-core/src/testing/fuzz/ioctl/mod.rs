@@ -81,6 +81,8 @@ pub struct Summary {
     pub data_exact: u32,
     /// Requests run by the offload thread.
     pub thread_done: u32,
+    /// Thread requests run in the caller: no thread to be had.
+    pub fallback_done: u32,
     /// Requests completed by the DMA engine.
     pub dma_done: u32,
     /// NOTIFY_FD indices read back.

@@ -156,6 +156,9 @@ pub(super) struct ModelCtx {
     pub(super) pending: VecDeque<Job>,
     pub(super) ready: VecDeque<u32>,
     pub(super) credits: u64,
+    /// It has an offload thread (its first thread copy found its user
+    /// under the bound), until release.
+    pub(super) worker: bool,
 }
 
 /// Expected value of a destination byte.
@@ -232,6 +235,10 @@ pub(super) struct Harness {
     pub(super) ptrace: bool,
     pub(super) denied: bool,
     pub(super) memlock: Option<u64>,
+    /// The `max_offload_threads_per_user` parameter.
+    pub(super) thread_bound: u64,
+    /// The shim fails to make a thread.
+    pub(super) spawn_fails: bool,
     /// Expected counters.
     pub(super) created: u64,
     pub(super) regions_created: u64,
@@ -295,6 +302,7 @@ impl Harness {
                 pending: VecDeque::new(),
                 ready: VecDeque::new(),
                 credits: 0,
+                worker: false,
             });
             kctx.push(Some(k));
         }
@@ -321,6 +329,8 @@ impl Harness {
             ptrace: false,
             denied: false,
             memlock: None,
+            thread_bound: crate::edge::shim::OFFLOAD_THREADS_PER_USER_DEFAULT,
+            spawn_fails: false,
             created: 0,
             regions_created: 0,
             bytes_read: 0,

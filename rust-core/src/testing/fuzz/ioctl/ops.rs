@@ -390,8 +390,14 @@ impl Harness {
                 if notify {
                     self.ctxs[c].credits += 1;
                 }
-                self.ctxs[c].pending.push_back(job);
-                self.check_mem(&[]);
+                if self.worker_for(c) {
+                    self.ctxs[c].pending.push_back(job);
+                    self.check_mem(&[]);
+                } else {
+                    // No thread to be had: done before the ioctl returns.
+                    self.finish_job(c, job, true);
+                    self.sum.fallback_done += 1;
+                }
             } else if pair && src == dst_obj {
                 // A region onto itself: the CPU copies at once.
                 self.finish_job(c, job, true);
@@ -505,6 +511,21 @@ impl Harness {
         }
     }
 
+    /// Whether context c has an offload thread, giving it one when its
+    /// user has fewer than the bound and the shim can make one.
+    fn worker_for(&mut self, c: usize) -> bool {
+        if !self.ctxs[c].worker {
+            let uid = self.ctxs[c].uid;
+            let live = self
+                .ctxs
+                .iter()
+                .filter(|m| m.worker && m.uid == uid)
+                .count() as u64;
+            self.ctxs[c].worker = live < self.thread_bound && !self.spawn_fails;
+        }
+        self.ctxs[c].worker
+    }
+
     pub(super) fn run_thread(&mut self, c: usize) -> bool {
         let ran = self.dev.run_async(self.kctx(c));
         assert_eq!(ran, !self.ctxs[c].pending.is_empty(), "run_async");
@@ -570,6 +591,7 @@ impl Harness {
         m.ready.clear();
         m.credits = 0;
         m.array = None;
+        m.worker = false;
         let id = m.id;
         self.sum.dropped += jobs.len() as u32;
         for j in jobs {
@@ -667,6 +689,14 @@ impl Harness {
             // The process behind context c changes its real uid.
             (5, x) if x % 4 == 3 => self.ctxs[c].caller_uid = UIDS[(x as usize / 4) % UIDS.len()],
             (5, _) => self.release(c, true),
+            (6, x) if x % 4 == 3 => {
+                self.thread_bound = [0, 1, 2, u64::MAX][(x as usize / 4) % 4];
+                self.spawn_fails = x & 16 != 0;
+                let env = &self.dev.env;
+                env.offload_threads_per_user
+                    .store(self.thread_bound, SeqCst);
+                env.spawn_fails.store(self.spawn_fails, SeqCst);
+            }
             (6, _) => while self.run_thread(c) {},
             _ => while self.complete_dma() {},
         }

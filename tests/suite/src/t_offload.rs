@@ -1,0 +1,446 @@
+//! What offload threads cost and where they run: none for fds that never
+//! submit an asynchronous copy, at most `max_offload_threads_per_user` per
+//! user (copies beyond run in the caller and still complete), and each one
+//! in its submitter's cgroups, on CPUs of its cpuset.
+
+use crate::ensure;
+use crate::stats::counter;
+use crate::t_bounds::with_param;
+use crate::util::*;
+use knem::{BindOffload, CopyFlags, CpuMask, Device, Protection, RegionFlags, StatusArray};
+use nix::libc;
+use std::time::{Duration, Instant};
+
+const MEMCPY: CopyFlags = CopyFlags::MEMCPY_THREAD;
+const SEED: u8 = 0x5b;
+
+/// Offload threads alive now: kernel tasks named `knem/<tgid>` (of
+/// process `tgid` only, when given).
+fn offload_threads(tgid: Option<u32>) -> TestResult<Vec<u32>> {
+    let mine = tgid.map(|t| t.to_string());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").ctx("/proc")? {
+        let Ok(e) = e else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        // Gone since the listing: not alive.
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        let Some(owner) = comm.trim().strip_prefix("knem/") else {
+            continue;
+        };
+        if owner.parse::<u32>().is_ok() && mine.as_deref().unwrap_or(owner) == owner {
+            out.push(pid);
+        }
+    }
+    Ok(out)
+}
+
+/// Waits (up to 10 s) until `offload_threads(None)` counts `want`: a
+/// stopped thread may linger a moment before its reaper.
+fn wait_threads(want: usize, what: &str) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = offload_threads(None)?.len();
+        if n == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what}: {n} offload threads, expected {want}"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn set_nofile(n: u64) -> TestResult {
+    let lim = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: plain setrlimit(2) on ourselves.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(format!(
+            "RLIMIT_NOFILE {n}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// One fd with a status array, a source region holding the pattern of
+/// `seed` and a destination region, ready for an asynchronous COPY.
+struct Copier {
+    dev: Device,
+    array: StatusArray,
+    mem: Mem,
+    src: knem::Cookie,
+    dst: knem::Cookie,
+}
+
+impl Copier {
+    fn new(seed: u8) -> TestResult<Copier> {
+        Copier::with_device(Device::open().ctx("open")?, seed)
+    }
+
+    /// As [`Copier::new`], on an fd opened (and maybe bound) already.
+    fn with_device(dev: Device, seed: u8) -> TestResult<Copier> {
+        let array = dev.map_status_array(4).ctx("mmap 4 slots")?;
+        let mem = Mem::new(2)?;
+        mem.write(
+            0,
+            &(0..PAGE as u64).map(|i| pat(seed, i)).collect::<Vec<_>>(),
+        );
+        let src = region_at(&dev, &mem, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
+        let dst = region_at(&dev, &mem, PAGE, PAGE, Protection::WRITE, RegionFlags::NONE)?;
+        Ok(Copier {
+            dev,
+            array,
+            mem,
+            src,
+            dst,
+        })
+    }
+
+    fn submit(&self, what: &str) -> TestResult {
+        expect_pending(
+            what,
+            self.dev
+                .copy_async(self.src, 0, self.dst, 0, None, 1, MEMCPY),
+        )
+    }
+
+    /// The copy ended SUCCESS with every byte in place.
+    fn check(&self, seed: u8, what: &str) -> TestResult {
+        wait_slot_success(&self.array, 1, what)?;
+        check_bytes(what, &self.mem.read(PAGE, PAGE), |i| pat(seed, i as u64))
+    }
+}
+
+/// 10,000 fds with a mapped status array start no kernel thread.  Then,
+/// with max_offload_threads_per_user=4, 10 fds each submit a copy: never
+/// more than 4 threads live, every copy ends SUCCESS with its bytes, the
+/// fallback counter grows by 6; closing gives the threads and the
+/// per-user count back (4 new fds get threads again).
+pub fn offload_threads_bounded() -> TestResult {
+    const FDS: usize = 10_000;
+    const BOUND: usize = 4;
+    const SUBMITTERS: usize = 10;
+    set_nofile(FDS as u64 + 256)?;
+    let base = offload_threads(None)?.len();
+    // Read now, required later: a module without the counter fails on
+    // the threads it starts first.
+    let base_live = counter("offload_threads");
+    {
+        let mut idle = Vec::with_capacity(FDS);
+        for i in 0..FDS {
+            let dev = Device::open().ctx(&format!("open fd {i}"))?;
+            let array = dev
+                .map_status_array(16)
+                .ctx(&format!("mmap the status array of fd {i}"))?;
+            idle.push((dev, array));
+            // Checked as we go, so a module that starts a thread per
+            // mapping fails at the first batch, not after 10,000 threads.
+            if (i + 1) % 1000 == 0 {
+                let n = offload_threads(None)?.len();
+                ensure!(
+                    n == base,
+                    "{} fds with a status array started {} offload threads",
+                    i + 1,
+                    n - base
+                );
+            }
+        }
+        let base_live = base_live.clone()?;
+        ensure!(
+            counter("offload_threads")? == base_live,
+            "offload_threads counter moved without a submission"
+        );
+    }
+    let base_live = base_live?;
+    wait_threads(base, "after closing the idle fds")?;
+
+    with_param("max_offload_threads_per_user", &BOUND.to_string(), || {
+        let fallbacks = counter("offload_fallbacks")?;
+        let copiers = (0..SUBMITTERS)
+            .map(|i| Copier::new(SEED.wrapping_add(i as u8)))
+            .collect::<TestResult<Vec<_>>>()?;
+        for (i, c) in copiers.iter().enumerate() {
+            c.submit(&format!("copy of fd {i}"))?;
+            let n = offload_threads(None)?.len() - base;
+            ensure!(
+                n == (i + 1).min(BOUND),
+                "after {} submitting fds: {n} offload threads, expected {}",
+                i + 1,
+                (i + 1).min(BOUND)
+            );
+        }
+        for (i, c) in copiers.iter().enumerate() {
+            c.check(SEED.wrapping_add(i as u8), &format!("copy of fd {i}"))?;
+        }
+        let ran_here = counter("offload_fallbacks")? - fallbacks;
+        ensure!(
+            ran_here == (SUBMITTERS - BOUND) as u64,
+            "offload_fallbacks grew by {ran_here}, expected {}",
+            SUBMITTERS - BOUND
+        );
+        ensure!(
+            counter("offload_threads")? == base_live + BOUND as u64,
+            "offload_threads counter is {}, expected {}",
+            counter("offload_threads")?,
+            base_live + BOUND as u64
+        );
+        drop(copiers);
+        wait_threads(base, "after closing the submitting fds")?;
+        ensure!(
+            counter("offload_threads")? == base_live,
+            "offload_threads counter not back to {base_live}"
+        );
+        // The user's count went back too: a full bound of new fds all get
+        // threads, nothing runs in the caller.
+        let fallbacks = counter("offload_fallbacks")?;
+        let again = (0..BOUND)
+            .map(|i| Copier::new(SEED ^ i as u8))
+            .collect::<TestResult<Vec<_>>>()?;
+        for (i, c) in again.iter().enumerate() {
+            c.submit(&format!("copy of new fd {i}"))?;
+        }
+        for (i, c) in again.iter().enumerate() {
+            c.check(SEED ^ i as u8, &format!("copy of new fd {i}"))?;
+        }
+        let n = offload_threads(None)?.len() - base;
+        ensure!(
+            n == BOUND,
+            "{n} threads for {BOUND} new fds, expected {BOUND}"
+        );
+        ensure!(
+            counter("offload_fallbacks")? == fallbacks,
+            "new fds under the bound ran copies in the caller"
+        );
+        drop(again);
+        wait_threads(base, "after closing the new fds")
+    })
+}
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// cgroup2 at /sys/fs/cgroup (mounted here if it is not), a child group
+/// for this process with the pids and cpuset controllers, undone on drop.
+struct TestCgroup {
+    path: String,
+    mounted: bool,
+    old_subtree: String,
+}
+
+impl TestCgroup {
+    fn new() -> TestResult<TestCgroup> {
+        let ctl = format!("{CGROUP_ROOT}/cgroup.controllers");
+        let mut mounted = false;
+        if std::fs::metadata(&ctl).is_err() {
+            // SAFETY: NUL-terminated literals; no data argument.
+            let r = unsafe {
+                libc::mount(
+                    c"cgroup2".as_ptr(),
+                    c"/sys/fs/cgroup".as_ptr(),
+                    c"cgroup2".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            ensure!(
+                r == 0,
+                "mount cgroup2 on {CGROUP_ROOT}: {}",
+                std::io::Error::last_os_error()
+            );
+            mounted = true;
+        }
+        let subtree = format!("{CGROUP_ROOT}/cgroup.subtree_control");
+        let old_subtree = std::fs::read_to_string(&subtree).ctx(&subtree)?;
+        // From here on, drop undoes whatever was done.
+        let cg = TestCgroup {
+            path: format!("{CGROUP_ROOT}/knem-offload-{}", std::process::id()),
+            mounted,
+            old_subtree,
+        };
+        std::fs::write(&subtree, "+pids +cpuset").ctx("enable pids and cpuset")?;
+        std::fs::create_dir(&cg.path).ctx(&cg.path)?;
+        cg.join(std::process::id())?;
+        Ok(cg)
+    }
+
+    fn join(&self, pid: u32) -> TestResult {
+        std::fs::write(format!("{}/cgroup.procs", self.path), pid.to_string())
+            .ctx(&format!("move {pid} into {}", self.path))
+    }
+
+    fn read(&self, file: &str) -> TestResult<String> {
+        let p = format!("{}/{file}", self.path);
+        Ok(std::fs::read_to_string(&p).ctx(&p)?.trim().to_string())
+    }
+
+    fn write(&self, file: &str, v: &str) -> TestResult {
+        std::fs::write(format!("{}/{file}", self.path), v).ctx(&format!("{file} = {v}"))
+    }
+
+    /// The group's name as /proc/<pid>/cgroup shows it.
+    fn name(&self) -> String {
+        self.path.trim_start_matches(CGROUP_ROOT).to_string()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::write(
+            format!("{CGROUP_ROOT}/cgroup.procs"),
+            std::process::id().to_string(),
+        );
+        // Offload threads leave with their fds; wait for them to be gone.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::remove_dir(&self.path).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let undo: Vec<String> = ["pids", "cpuset"]
+            .iter()
+            .filter(|c| !self.old_subtree.split_whitespace().any(|o| o == **c))
+            .map(|c| format!("-{c}"))
+            .collect();
+        let _ = std::fs::write(
+            format!("{CGROUP_ROOT}/cgroup.subtree_control"),
+            undo.join(" "),
+        );
+        if self.mounted {
+            // SAFETY: a NUL-terminated literal.
+            unsafe { libc::umount2(c"/sys/fs/cgroup".as_ptr(), 0) };
+        }
+    }
+}
+
+/// The one offload thread of this process started since `before`.
+fn new_thread(before: &[u32], what: &str) -> TestResult<u32> {
+    let now = offload_threads(Some(std::process::id()))?;
+    let new: Vec<u32> = now.into_iter().filter(|p| !before.contains(p)).collect();
+    match new[..] {
+        [t] => Ok(t),
+        _ => Err(format!(
+            "{what}: {} new offload threads, expected 1",
+            new.len()
+        )),
+    }
+}
+
+fn cpus_allowed(pid: u32) -> TestResult<String> {
+    let p = format!("/proc/{pid}/status");
+    let s = std::fs::read_to_string(&p).ctx(&p)?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .ok_or_else(|| format!("{p}: no Cpus_allowed_list"))
+}
+
+fn cgroup_of(pid: u32) -> TestResult<String> {
+    let p = format!("/proc/{pid}/cgroup");
+    let s = std::fs::read_to_string(&p).ctx(&p)?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_string)
+        .ok_or_else(|| format!("{p}: no cgroup2 line in {s:?}"))
+}
+
+fn pin_to_cpu0() -> TestResult {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for ourselves.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set)
+    };
+    ensure!(
+        r == 0,
+        "sched_setaffinity CPU 0: {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(())
+}
+
+/// The offload thread joins its submitter's cgroup (pids.current counts
+/// it) and never runs outside its CPUs: with the submitter on CPU 0 by
+/// sched_setaffinity, the default thread is on CPU 0; BIND_OFFLOAD to
+/// CPU 1 is honoured while the cpuset holds CPU 1, and gives CPU 0 once
+/// the cpuset is CPU 0 alone.
+pub fn offload_thread_in_callers_cpuset() -> TestResult {
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    ensure!(ncpu >= 2, "needs 2 CPUs (tests/vm/run boots 2), has {ncpu}");
+    let cg = TestCgroup::new()?;
+    pin_to_cpu0()?;
+    let pids = |cg: &TestCgroup| -> TestResult<u64> {
+        cg.read("pids.current")?
+            .parse::<u64>()
+            .map_err(|e| format!("pids.current: {e}"))
+    };
+    let pids0 = pids(&cg)?;
+    let base = offload_threads(None)?.len();
+
+    // Default binding: the submitter's CPUs.  (Snapshots of the threads
+    // are taken before the fd is opened: a module that starts the thread
+    // at mmap must fail on where it runs, not on when it started.)
+    let before = offload_threads(Some(std::process::id()))?;
+    let a = Copier::new(SEED)?;
+    a.submit("default-bound copy")?;
+    a.check(SEED, "default-bound copy")?;
+    let ta = new_thread(&before, "default-bound copy")?;
+    let cpus = cpus_allowed(ta)?;
+    ensure!(
+        cpus == "0",
+        "thread of a submitter on CPU 0 may run on CPUs {cpus}, expected 0"
+    );
+    let group = cgroup_of(ta)?;
+    ensure!(
+        group == cg.name(),
+        "offload thread in cgroup {group}, its submitter in {}",
+        cg.name()
+    );
+    let n = pids(&cg)?;
+    ensure!(
+        n == pids0 + 1,
+        "pids.current {n} with the thread, {pids0} before"
+    );
+
+    // BIND_OFFLOAD to CPU 1, within the cpuset: honoured.
+    let before = offload_threads(Some(std::process::id()))?;
+    let b_dev = Device::open().ctx("open")?;
+    b_dev
+        .bind_offload(&BindOffload::Custom(CpuMask::from_cpus([1])))
+        .ctx("BIND_OFFLOAD CUSTOM {1}")?;
+    let b = Copier::with_device(b_dev, SEED ^ 1)?;
+    b.submit("copy bound to CPU 1")?;
+    b.check(SEED ^ 1, "copy bound to CPU 1")?;
+    let tb = new_thread(&before, "copy bound to CPU 1")?;
+    let cpus = cpus_allowed(tb)?;
+    ensure!(cpus == "1", "thread bound to CPU 1 may run on CPUs {cpus}");
+
+    // A cpuset of CPU 0 only: the same binding cannot leave it.
+    cg.write("cpuset.cpus", "0")?;
+    let before = offload_threads(Some(std::process::id()))?;
+    let c_dev = Device::open().ctx("open")?;
+    c_dev
+        .bind_offload(&BindOffload::Custom(CpuMask::from_cpus([1])))
+        .ctx("BIND_OFFLOAD CUSTOM {1} in a cpuset of CPU 0")?;
+    let c = Copier::with_device(c_dev, SEED ^ 2)?;
+    c.submit("copy bound to CPU 1 in a cpuset of CPU 0")?;
+    c.check(SEED ^ 2, "copy bound to CPU 1 in a cpuset of CPU 0")?;
+    let tc = new_thread(&before, "copy bound to CPU 1 in a cpuset of CPU 0")?;
+    let cpus = cpus_allowed(tc)?;
+    ensure!(
+        cpus == "0",
+        "thread of a submitter in a cpuset of CPU 0 may run on CPUs {cpus}"
+    );
+    let n = pids(&cg)?;
+    ensure!(
+        n == pids0 + 3,
+        "pids.current {n} with 3 threads, {pids0} before"
+    );
+    drop((a, b, c));
+    wait_threads(base, "after closing")?;
+    drop(cg);
+    Ok(())
+}
