@@ -51,7 +51,7 @@ MODULE_PARM_DESC(dma_min, "pieces shorter than this (bytes) are copied by the CP
 
 static uint dma_timeout_ms = 10000;
 module_param(dma_timeout_ms, uint, 0644);
-MODULE_PARM_DESC(dma_timeout_ms, "a copy waiting longer than this for the engine is FAILED and its batch abandoned (ms)");
+MODULE_PARM_DESC(dma_timeout_ms, "a copy whose engine completes none of its pieces for this long is FAILED and its batch abandoned (ms)");
 
 /* Batches abandoned and not yet called back by the engine. */
 static atomic_t knem_dma_abandoned_nr = ATOMIC_INIT(0);
@@ -366,25 +366,38 @@ static void knem_dma_callback(void *param, const struct dmaengine_result *res)
 
 /*
  * Issues what was submitted, waits for all of it, unmaps: a synchronous
- * batch at its end, or any batch whose piece array is full.  A wait that
- * times out or is cut by a fatal signal abandons the batch instead: -EIO,
- * the copy is FAILED, and its pieces stay as they are for the reaper.
+ * batch at its end, or any batch whose piece array is full.  A wait cut by
+ * a fatal signal, or during which no piece completed for dma_timeout_ms
+ * (a batch may hold 16384 pieces: its length alone is no reason), abandons
+ * the batch instead: -EIO, the copy is FAILED, and its pieces stay as they
+ * are for the reaper.
  */
 static int knem_dma_flush(struct knem_dma_batch *b)
 {
+	int seen, now;
 	long left;
 
 	dma_async_issue_pending(b->chan);
-	if (!atomic_dec_and_test(&b->pending)) {
+	if (atomic_dec_and_test(&b->pending))
+		goto done;
+	seen = atomic_read(&b->pending);
+	for (;;) {
 		left = wait_for_completion_killable_timeout(&b->done,
 							    knem_dma_timeout());
-		if (left <= 0) {
-			if (knem_dma_abandon(b))
-				return -EIO;
-			/* The last callback is completing us right now. */
-			wait_for_completion(&b->done);
+		if (left > 0)
+			break;
+		now = atomic_read(&b->pending);
+		if (!left && now && now != seen) {
+			seen = now;     /* slow but moving */
+			continue;
 		}
+		if (knem_dma_abandon(b))
+			return -EIO;
+		/* The last callback is completing us right now. */
+		wait_for_completion(&b->done);
+		break;
 	}
+done:
 	knem_dma_unmap_all(b);
 	knem_dma_uncount(b);
 	atomic_set(&b->state, 0);
