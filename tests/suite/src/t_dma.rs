@@ -876,3 +876,105 @@ pub fn async_batches_bounded() -> TestResult {
         pat(SEED, b as u64)
     })
 }
+
+/// Closing an fd whose ASYNCDMACOMPLETE request the engine holds returns
+/// once dma_timeout_ms passed without stopping the shared channel: another
+/// process's fd copies across the close with every byte checked, and the
+/// abandoned request is reaped once the engine lets it go.
+pub fn timeout_isolated_on_close() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    let _k = Knobs;
+    let t = DmaTimeout::set(1000);
+    let timeout = Duration::from_millis(t.ms);
+    set_provider_param("delay_us", 300)?;
+    let run_for = timeout + Duration::from_millis(1500);
+    // Forked first, so it holds no copy of fd A.
+    let mut b = spawn_peer(move |chan| {
+        let dev = Device::open().ctx("open B")?;
+        const PAGES: usize = 8;
+        let (smem, dmem) = (Mem::new(PAGES)?, Mem::new(PAGES)?);
+        let src = region_at(
+            &dev,
+            &smem,
+            0,
+            PAGES * PAGE,
+            Protection::READ,
+            RegionFlags::NONE,
+        )?;
+        let dst = region_at(
+            &dev,
+            &dmem,
+            0,
+            PAGES * PAGE,
+            Protection::WRITE,
+            RegionFlags::NONE,
+        )?;
+        chan.send(0)?;
+        chan.recv()?;
+        let start = Instant::now();
+        let mut copies = 0u64;
+        while start.elapsed() < run_for {
+            let seed = copies as u8;
+            let data: Vec<u8> = (0..(PAGES * PAGE) as u64).map(|i| pat(seed, i)).collect();
+            smem.write(0, &data);
+            dmem.fill(SENTINEL);
+            let r = dev.copy_with(&CopyRequest {
+                src,
+                src_offset: 0,
+                dst,
+                dst_offset: 0,
+                length: None,
+                flags: CopyFlags::DMA,
+                async_status_index: 0,
+            });
+            let what = format!("fd B's copy {copies} ({:?} in)", start.elapsed());
+            expect_success(&what, r)?;
+            check_bytes(&what, &dmem.snapshot(), |i| pat(seed, i as u64))?;
+            copies += 1;
+        }
+        chan.send(copies)
+    })?;
+    b.recv()?;
+    set_provider_param("stall", 1)?;
+    let a = Device::open().ctx("open A")?;
+    let array = a.map_status_array(PAGE).ctx("mmap A")?;
+    let (asrc, adst) = (Mem::new(1)?, Mem::new(1)?);
+    let ks = region_at(&a, &asrc, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
+    let kd = region_at(&a, &adst, 0, PAGE, Protection::WRITE, RegionFlags::NONE)?;
+    let flags = CopyFlags::DMA | CopyFlags::ASYNC_DMA_COMPLETE;
+    expect_pending("fd A's request", a.copy_async(ks, 0, kd, 0, None, 0, flags))?;
+    ensure!(
+        wait_until(10, || Ok(provider_param("stalled")? == 1))?,
+        "fd A's descriptor was not parked by the provider"
+    );
+    b.send(1)?;
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    drop(array);
+    drop(a);
+    let took = start.elapsed();
+    let copies = b.recv()?;
+    b.finish()?;
+    ensure!(
+        took < timeout + Duration::from_secs(3),
+        "closing fd A took {took:?} with a timeout of {timeout:?}"
+    );
+    ensure!(
+        knem_param("dma_abandoned") == Some(1),
+        "dma_abandoned is {:?} after the close, expected 1",
+        knem_param("dma_abandoned")
+    );
+    set_provider_param("stall", 0)?;
+    ensure!(
+        wait_until(5, || Ok(
+            provider_param("stalled")? == 0 && knem_param("dma_abandoned") == Some(0)
+        ))?,
+        "after the stall: {} parked, dma_abandoned {:?}",
+        provider_param("stalled")?,
+        knem_param("dma_abandoned")
+    );
+    eprintln!("fd A closed in {took:?}; fd B made {copies} copies meanwhile");
+    Ok(())
+}
