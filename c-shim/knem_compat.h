@@ -10,6 +10,7 @@
 #ifndef KNEM_COMPAT_H
 #define KNEM_COMPAT_H
 
+#include <linux/dmaengine.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
@@ -133,6 +134,20 @@ static inline struct workqueue_struct *knem_system_dfl_wq(void)
 	return system_dfl_wq;
 #else
 	return system_unbound_wq;
+#endif
+}
+
+/*
+ * The device to map a channel's buffers for.  Kernels with
+ * dmaengine_get_dma_device() (KNEM_HAVE_DMAENGINE_GET_DMA_DEVICE) let a
+ * channel map for a device of its own; before, it is the engine's.
+ */
+static inline struct device *knem_dma_chan_dev(struct dma_chan *chan)
+{
+#ifdef KNEM_HAVE_DMAENGINE_GET_DMA_DEVICE
+	return dmaengine_get_dma_device(chan);
+#else
+	return chan->device->dev;
 #endif
 }
 

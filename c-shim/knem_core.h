@@ -321,20 +321,25 @@ int knem_shim_copy_should_stop(void);
  * after knem is found; one unloaded while idle is gone), else 0.
  * knem_shim_dma_min(): pieces shorter than this go to the CPU.
  *
- * A batch is one copy's use of the channel: knem_shim_dma_begin() returns
- * one, or NULL when no channel is usable (the core then copies with the
- * CPU).  knem_shim_dma_copy() maps both pages of one piece for the
+ * A batch is one copy's use of the channel: knem_shim_dma_begin(shim)
+ * returns one, or NULL when no channel is usable (the core then copies with
+ * the CPU); shim is the context (as given to knem_core_ctx_new) of an
+ * ASYNCDMACOMPLETE batch, whose pieces count against that fd's bound on
+ * mapped pieces, or NULL for a batch the caller waits for.  knem_shim_dma_copy() maps both pages of one piece for the
  * channel's device and submits one descriptor; the piece stays within
  * each page, the pages stay pinned until knem_shim_dma_end().  It returns
- * 0 when queued, a negative errno when the piece was not queued (the core
- * copies it with the CPU).  Queued pieces may already run, so the core
- * never submits overlapping ones.  knem_shim_dma_end() waits for every
- * queued piece (stopping the channel if it hangs), unmaps them, frees the
- * batch: 0, or -EIO when any piece failed.  All may sleep.
+ * 0 when queued; -EIO when the batch failed for good (a wait for the
+ * engine timed out or the caller is dying: the core stops, FAILED); any
+ * other negative errno when the piece was not queued (the core copies it
+ * with the CPU).  Queued pieces may already run, so the core never submits
+ * overlapping ones.  knem_shim_dma_end() waits for every queued piece,
+ * unmaps them, frees the batch: 0, or -EIO when any piece failed or the
+ * wait gave up (dma_timeout_ms, fatal signal; the shim then keeps what
+ * the engine may still touch until it is done).  All may sleep.
  */
 int knem_shim_dma_usable(void);
 u64 knem_shim_dma_min(void);
-void *knem_shim_dma_begin(void);
+void *knem_shim_dma_begin(void *shim);
 int knem_shim_dma_copy(void *batch, void *dst_page, u32 dst_off,
 		       void *src_page, u32 src_off, u32 len);
 int knem_shim_dma_end(void *batch);
@@ -347,7 +352,9 @@ int knem_shim_dma_end(void *batch);
  * one context (shim, as given to knem_core_ctx_new) are written in the
  * order of these calls.  Then, from process context, it calls
  * knem_core_dma_release(token, ok).  The context's release waits for all
- * of them (stopping the channel if it hangs: the slot says FAILED).
+ * of them (up to dma_timeout_ms: those left are abandoned, their slots say
+ * FAILED and they are released, while the shim keeps the pages referenced
+ * until the engine is done with them).
  */
 void knem_shim_dma_finish_async(void *batch, void *shim, u8 *slot,
 				void *token, int failed);

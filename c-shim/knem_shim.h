@@ -8,6 +8,7 @@
 #ifndef KNEM_SHIM_H
 #define KNEM_SHIM_H
 
+#include <linux/atomic.h>
 #include <linux/bug.h>
 #include <linux/cpumask.h>
 #include <linux/kernel.h>
@@ -65,6 +66,7 @@ struct knem_file {
 	spinlock_t dma_lock;
 	struct list_head dma_batches;
 	wait_queue_head_t dma_wq;
+	atomic_t dma_pieces;               /* pieces those batches have mapped */
 };
 
 /* knem_offload.c: the per-fd offload thread and NOTIFY_FD reads. */

@@ -392,7 +392,7 @@ impl<E: Env> Device<E> {
             return Ok(());
         }
         if let Report::DmaComplete { index } = report {
-            let token = self.dma_token()?;
+            let token = self.dma_token(ctx)?;
             let (found, local) = self.pin_inline(caller, req)?;
             self.report_pending(status_uaddr)?;
             self.table.consume(&self.env, &self.stats, &found)?;
@@ -444,7 +444,7 @@ impl<E: Env> Device<E> {
             _ => None,
         };
         let token = match report {
-            Report::DmaComplete { .. } => Some(self.dma_token()?),
+            Report::DmaComplete { .. } => Some(self.dma_token(ctx)?),
             _ => None,
         };
         let src = self.lookup_checked(caller, req.src_cookie, false)?;

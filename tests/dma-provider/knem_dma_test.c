@@ -11,8 +11,14 @@
  *   delay_us=N     sleep N microseconds before each descriptor
  *   fail_every=N   every Nth descriptor is not copied and completes with
  *                  DMA_TRANS_ABORTED (0: never)
+ *   stall=N        the next N descriptors are parked, uncompleted, while
+ *                  the others keep running (an engine with one hung
+ *                  queue); writing 0 runs the parked ones
+ *   lifo=1         run the most recently issued descriptor first (an
+ *                  engine whose order is not submission order)
  *
- * /sys/module/knem_dma_test/parameters/{done,failed} count descriptors.
+ * /sys/module/knem_dma_test/parameters/{done,failed} count descriptors,
+ * stalled is how many are parked now.
  */
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
@@ -34,6 +40,12 @@ MODULE_PARM_DESC(delay_us, "latency added to each descriptor (us)");
 static uint fail_every;
 module_param(fail_every, uint, 0644);
 MODULE_PARM_DESC(fail_every, "abort every Nth descriptor (0: never)");
+static bool lifo;
+module_param(lifo, bool, 0644);
+MODULE_PARM_DESC(lifo, "run the last issued descriptor first");
+static ulong stalled;
+module_param(stalled, ulong, 0444);
+MODULE_PARM_DESC(stalled, "descriptors parked by stall now");
 static ulong done;
 module_param(done, ulong, 0444);
 MODULE_PARM_DESC(done, "descriptors completed");
@@ -54,6 +66,9 @@ struct kdp {
 	spinlock_t lock;                /* lists, cookies, busy */
 	struct list_head submitted;     /* tx_submit()ed, not issued */
 	struct list_head issued;        /* waiting for the thread */
+	struct list_head parked;        /* taken by stall */
+	unsigned int stall_left;        /* descriptors still to park */
+	bool holding;                   /* parked ones stay parked */
 	bool busy;                      /* the thread holds a descriptor */
 	dma_cookie_t error_cookie;      /* last descriptor that failed */
 	unsigned long seq;
@@ -63,6 +78,37 @@ struct kdp {
 };
 
 static struct kdp *kdp;
+
+static int kdp_stall_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned long flags;
+	unsigned int n;
+	int err;
+
+	err = kstrtouint(val, 0, &n);
+	if (err)
+		return err;
+	if (!kdp)
+		return -ENODEV;
+	spin_lock_irqsave(&kdp->lock, flags);
+	kdp->stall_left = n;
+	kdp->holding = n > 0;
+	spin_unlock_irqrestore(&kdp->lock, flags);
+	wake_up(&kdp->wq);
+	return 0;
+}
+
+static int kdp_stall_get(char *buf, const struct kernel_param *kp)
+{
+	return sprintf(buf, "%u\n", kdp ? READ_ONCE(kdp->stall_left) : 0);
+}
+
+static const struct kernel_param_ops kdp_stall_ops = {
+	.set = kdp_stall_set,
+	.get = kdp_stall_get,
+};
+module_param_cb(stall, &kdp_stall_ops, NULL, 0644);
+MODULE_PARM_DESC(stall, "park the next N descriptors; 0 runs the parked ones");
 
 static struct kdp_desc *to_desc(struct dma_async_tx_descriptor *tx)
 {
@@ -144,6 +190,8 @@ static int kdp_terminate_all(struct dma_chan *c)
 	spin_lock_irqsave(&k->lock, flags);
 	list_splice_tail_init(&k->submitted, &dead);
 	list_splice_tail_init(&k->issued, &dead);
+	list_splice_tail_init(&k->parked, &dead);
+	stalled = 0;
 	spin_unlock_irqrestore(&k->lock, flags);
 	list_for_each_entry_safe(d, n, &dead, node)
 		kfree(d);
@@ -186,10 +234,24 @@ static struct kdp_desc *kdp_next(struct kdp *k)
 	unsigned long flags;
 
 	spin_lock_irqsave(&k->lock, flags);
-	if (!list_empty(&k->issued)) {
-		d = list_first_entry(&k->issued, struct kdp_desc, node);
+	if (!k->holding && !list_empty(&k->parked)) {
+		list_splice_init(&k->parked, &k->issued);
+		stalled = 0;
+	}
+	while (!list_empty(&k->issued)) {
+		if (lifo)
+			d = list_last_entry(&k->issued, struct kdp_desc, node);
+		else
+			d = list_first_entry(&k->issued, struct kdp_desc, node);
 		list_del(&d->node);
-		k->busy = true;
+		if (!k->stall_left) {
+			k->busy = true;
+			break;
+		}
+		k->stall_left--;
+		list_add_tail(&d->node, &k->parked);
+		stalled++;
+		d = NULL;
 	}
 	spin_unlock_irqrestore(&k->lock, flags);
 	return d;
@@ -236,7 +298,8 @@ static bool kdp_has_work(struct kdp *k)
 	bool any;
 
 	spin_lock_irqsave(&k->lock, flags);
-	any = !list_empty(&k->issued);
+	any = !list_empty(&k->issued) ||
+	      (!k->holding && !list_empty(&k->parked));
 	spin_unlock_irqrestore(&k->lock, flags);
 	return any;
 }
@@ -306,6 +369,7 @@ static int __init kdp_init(void)
 	spin_lock_init(&kdp->lock);
 	INIT_LIST_HEAD(&kdp->submitted);
 	INIT_LIST_HEAD(&kdp->issued);
+	INIT_LIST_HEAD(&kdp->parked);
 	init_waitqueue_head(&kdp->wq);
 	kdp->thread = kthread_run(kdp_thread, kdp, "knem-dma-test");
 	if (IS_ERR(kdp->thread)) {

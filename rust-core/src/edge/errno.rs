@@ -9,6 +9,9 @@ pub struct Errno(pub i32);
 
 /// Operation not permitted.
 pub const EPERM: Errno = Errno(1);
+/// I/O error: the shim's DMA batch failed for good (a wait for the
+/// engine timed out, or the caller is dying); the copy stops, FAILED.
+pub const EIO: Errno = Errno(5);
 /// Bad file descriptor.
 pub const EBADF: Errno = Errno(9);
 /// Out of memory.

@@ -181,11 +181,15 @@ pub trait Env: Sync {
         u64::MAX
     }
     /// Starts one copy's use of the DMA engine; None: copy with the CPU.
-    fn dma_begin(&self) -> Option<DmaBatch> {
+    /// `shim` is the context an ASYNCDMACOMPLETE batch will finish on
+    /// (its pieces count against that fd's bound), None for a batch the
+    /// caller waits for.
+    fn dma_begin(&self, _shim: Option<ShimCtx>) -> Option<DmaBatch> {
         None
     }
-    /// Queues one piece on the engine.  An error means it was not queued
-    /// (the caller copies it with the CPU).
+    /// Queues one piece on the engine.  An error means it was not queued:
+    /// EIO when the batch failed for good (the copy stops, FAILED), any
+    /// other when the caller should copy this piece with the CPU.
     ///
     /// # Safety
     /// `b` comes from [`Env::dma_begin`] and has not ended; both pages stay
@@ -464,9 +468,10 @@ mod kernel {
             unsafe { knem_shim_dma_min() }
         }
 
-        fn dma_begin(&self) -> Option<DmaBatch> {
-            // SAFETY: no preconditions.
-            let b = unsafe { knem_shim_dma_begin() };
+        fn dma_begin(&self, shim: Option<ShimCtx>) -> Option<DmaBatch> {
+            let shim = shim.map_or(core::ptr::null_mut(), |s| s.0);
+            // SAFETY: shim is null or the handle of a live context.
+            let b = unsafe { knem_shim_dma_begin(shim) };
             (!b.is_null()).then_some(DmaBatch(b))
         }
 

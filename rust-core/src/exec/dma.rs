@@ -14,7 +14,7 @@
 //! among the fd's ASYNCDMACOMPLETE requests, and hands the request back to
 //! [`Device::dma_release`] in process context.
 
-use crate::edge::errno::KResult;
+use crate::edge::errno::{KResult, EIO};
 use crate::edge::kalloc::KBox;
 use crate::edge::shim::{DmaBatch, Env};
 use crate::exec::copy::{self, Outcome};
@@ -38,8 +38,7 @@ pub fn wanted<E: Env>(env: &E, flags: u32) -> bool {
 /// minimum, pieces the engine refuses, and everything when the engine went
 /// away.  A piece the engine fails makes the outcome FAILED.
 ///
-/// A region copied onto itself goes to the CPU: pieces in flight together
-/// must not overlap, and memmove's order is the CPU path's.
+/// Copies the engine must not take go to the CPU ([`engine_may_take`]).
 pub fn region_to_region<E: Env>(
     env: &E,
     src: &Region,
@@ -48,10 +47,10 @@ pub fn region_to_region<E: Env>(
     dst_off: u64,
     bound: Option<u64>,
 ) -> Outcome {
-    let batch = if core::ptr::eq(src, dst) {
-        None
+    let batch = if engine_may_take(src, dst) {
+        env.dma_begin(None)
     } else {
-        env.dma_begin()
+        None
     };
     let Some(batch) = batch else {
         return copy::region_to_region(env, src, src_off, dst, dst_off, bound);
@@ -63,9 +62,21 @@ pub fn region_to_region<E: Env>(
     out
 }
 
+/// Whether a copy from `src` to `dst` may go to the engine.  Pieces in
+/// flight together run in an order of the engine's, so no two may write
+/// the same bytes: a region copied onto itself, or a destination whose
+/// segments overlap (or are out of address order, conservatively), is
+/// copied by the CPU, in sequence (memmove's order for the former, the
+/// later segment's bytes last for the latter).
+fn engine_may_take(src: &Region, dst: &Region) -> bool {
+    !core::ptr::eq(src, dst) && dst.layout().ascending_disjoint()
+}
+
 /// Queues the pieces of a copy between two distinct regions on `batch`,
 /// one descriptor each; the CPU copies those under the engine's minimum
-/// and those the engine refuses.  `ok` is false when a page was missing.
+/// and those the engine refuses.  `ok` is false when a page was missing,
+/// the caller is dying ([`Env::copy_should_stop`], checked between
+/// pieces as the CPU loops do) or the batch failed for good (EIO).
 fn queue<E: Env>(
     env: &E,
     batch: DmaBatch,
@@ -81,12 +92,22 @@ fn queue<E: Env>(
         let (Some(s), Some(d)) = (src.page(c.src.page), dst.page(c.dst.page)) else {
             return Outcome { bytes, ok: false };
         };
-        // SAFETY: the caller holds both regions (so their pages stay
-        // pinned) until the batch ends; the planner keeps both ranges
-        // within their pages; pieces of one plan between distinct regions
-        // never overlap each other on the destination side.
-        let queued = c.len as u64 >= min
-            && unsafe { env.dma_copy(batch, d, c.dst.off, s, c.src.off, c.len) }.is_ok();
+        if env.copy_should_stop() {
+            return Outcome { bytes, ok: false };
+        }
+        let queued = if c.len as u64 >= min {
+            // SAFETY: the caller holds both regions (so their pages stay
+            // pinned) until the batch ends; the planner keeps both ranges
+            // within their pages; the destination's segments are disjoint
+            // (engine_may_take), so no two pieces write the same bytes.
+            match unsafe { env.dma_copy(batch, d, c.dst.off, s, c.src.off, c.len) } {
+                Ok(()) => true,
+                Err(EIO) => return Outcome { bytes, ok: false },
+                Err(_) => false,
+            }
+        } else {
+            false
+        };
         if !queued {
             // SAFETY: as above.
             unsafe { env.copy_page_page(d, c.dst.off, s, c.src.off, c.len) };
@@ -97,30 +118,46 @@ fn queue<E: Env>(
 }
 
 /// An ASYNCDMACOMPLETE request between its submission and the release the
-/// shim calls once the engine finished it and its slot was written.
+/// shim calls once the engine finished it and its slot was written.  It
+/// holds one of its context's in-flight reservations
+/// ([`Context::reserve_dma_async`]), given back when it drops.
 pub struct DmaToken {
     /// The request's references; Some once submitted.
     req: Option<AsyncReq>,
     /// Bytes the request moves.
     bytes: u64,
+    /// The context whose reservation this is; it outlives the token (its
+    /// release waits for the fd's ASYNCDMACOMPLETE requests).
+    ctx: *const Context,
+}
+
+impl Drop for DmaToken {
+    fn drop(&mut self) {
+        // SAFETY: the context outlives its tokens (field invariant).
+        unsafe { &*self.ctx }.unreserve_dma_async();
+    }
 }
 
 impl<E: Env> Device<E> {
     /// What [`Device::dma_submit`] needs, allocated before the request
-    /// commits anything.
-    pub fn dma_token(&self) -> KResult<KBox<DmaToken>> {
+    /// commits anything: EBUSY when the fd has as many ASYNCDMACOMPLETE
+    /// requests in flight as its bound allows.
+    pub fn dma_token(&self, ctx: &Context) -> KResult<KBox<DmaToken>> {
+        ctx.reserve_dma_async()?;
         KBox::try_new(DmaToken {
             req: None,
             bytes: 0,
+            ctx,
         })
+        .inspect_err(|_| ctx.unreserve_dma_async())
     }
 
     /// Runs an ASYNCDMACOMPLETE request (PENDING was reported): its pieces
     /// are queued on the engine, and the engine's completion writes slot
     /// `index`, no thread involved; the references and pins are given up
     /// afterwards, in process context ([`Device::dma_release`]).  When the
-    /// engine went away since the request was accepted, or for a region
-    /// copied onto itself, the CPU copies now and the slot is written now.
+    /// engine went away since the request was accepted, or for a copy the
+    /// engine must not take, the CPU copies now and the slot is written now.
     pub fn dma_submit(
         &self,
         ctx: &Context,
@@ -132,10 +169,10 @@ impl<E: Env> Device<E> {
         let Ok(slot) = ctx.status_slot(index) else {
             return;
         };
-        let batch = if core::ptr::eq(&*job.src, &*job.dst) {
-            None
+        let batch = if engine_may_take(&job.src, &job.dst) {
+            self.env.dma_begin(Some(ctx.shim))
         } else {
-            self.env.dma_begin()
+            None
         };
         let Some(batch) = batch else {
             let out = copy::region_to_region(

@@ -124,6 +124,21 @@ impl<'s> SegList<'s> {
         }
     }
 
+    /// True when the segments are in increasing address order and no byte
+    /// is in two of them: pieces written to them in any order then give
+    /// what writing them in sequence gives.  False for lists that overlap,
+    /// and (conservatively) for disjoint lists out of address order.
+    pub fn ascending_disjoint(&self) -> bool {
+        let mut end = 0u64;
+        for s in self.segments().iter().filter(|s| s.len > 0) {
+            if s.base < end {
+                return false;
+            }
+            end = s.base.saturating_add(s.len);
+        }
+        true
+    }
+
     /// The segments.
     pub fn segments(&self) -> &[Segment] {
         match &self.segs {
@@ -306,5 +321,37 @@ mod tests {
             off += v.len;
         }
         assert_eq!(l.seek(off), None);
+    }
+
+    mod disjoint {
+        use super::*;
+        use proptest::prelude::*;
+        use std::vec::Vec;
+
+        proptest! {
+            /// ascending_disjoint against the bytes: true exactly when,
+            /// skipping empty segments, each one starts at or after the
+            /// end of the one before; and then no byte is in two.
+            #[test]
+            fn ascending_disjoint_matches_bytes(
+                segs in prop::collection::vec((0u64..64, 0u64..16), 0..6),
+            ) {
+                let iovs: Vec<_> = segs.iter().map(|&(b, l)| iov(0x10000 + b, l)).collect();
+                let l = SegList::new(&iovs).unwrap();
+                let ne: Vec<_> = iovs.iter().filter(|v| v.len > 0).collect();
+                let model = ne.windows(2).all(|w| w[0].base + w[0].len <= w[1].base);
+                prop_assert_eq!(l.ascending_disjoint(), model);
+                if model {
+                    let mut bytes: Vec<u64> = ne
+                        .iter()
+                        .flat_map(|v| v.base..v.base + v.len)
+                        .collect();
+                    let n = bytes.len();
+                    bytes.sort_unstable();
+                    bytes.dedup();
+                    prop_assert_eq!(bytes.len(), n);
+                }
+            }
+        }
     }
 }

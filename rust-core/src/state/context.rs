@@ -40,7 +40,14 @@ pub struct Context {
     /// The offload thread: WORKER_NONE until one starts, then WORKER_LIVE
     /// until release.
     worker: AtomicU8,
+    /// ASYNCDMACOMPLETE requests accepted and not released yet.
+    dma_async: AtomicU64,
 }
+
+/// Most ASYNCDMACOMPLETE requests one fd may have in flight: the slots of
+/// a one-page status array (each request holds a batch, a few KiB, until
+/// the engine is done; the shim bounds the fd's mapped pieces itself).
+pub const DMA_ASYNC_MAX: u64 = 4096;
 
 /// The queues of a context.
 ///
@@ -97,6 +104,7 @@ impl Context {
             ready: AtomicU64::new(0),
             notify_credits: AtomicU64::new(0),
             worker: AtomicU8::new(WORKER_NONE),
+            dma_async: AtomicU64::new(0),
         }
     }
 
@@ -167,6 +175,33 @@ impl Context {
     /// Gives back `n` notification reservations (read, or never queued).
     pub fn unreserve_notify(&self, n: u64) {
         self.notify_credits.fetch_sub(n, AcqRel);
+    }
+
+    /// Reserves room for one ASYNCDMACOMPLETE request: at most one per
+    /// status slot and [`DMA_ASYNC_MAX`] may be in flight, else EBUSY (as
+    /// for NOTIFY_FD: a client that reuses a slot only once it left
+    /// PENDING never sees it).
+    pub fn reserve_dma_async(&self) -> KResult<()> {
+        let slots = if self.status.state.load(Acquire) == ARRAY_SET {
+            self.status.len.load(Relaxed)
+        } else {
+            0
+        };
+        let max = slots.min(DMA_ASYNC_MAX);
+        self.dma_async
+            .fetch_update(AcqRel, Relaxed, |n| (n < max).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| EBUSY)
+    }
+
+    /// Gives back one ASYNCDMACOMPLETE reservation.
+    pub fn unreserve_dma_async(&self) {
+        self.dma_async.fetch_sub(1, AcqRel);
+    }
+
+    /// ASYNCDMACOMPLETE requests in flight (tests).
+    pub fn dma_async_in_flight(&self) -> u64 {
+        self.dma_async.load(Relaxed)
     }
 
     /// Notifications queued or in flight (tests).

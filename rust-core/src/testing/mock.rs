@@ -563,7 +563,7 @@ impl Env for MockEnv {
         self.dma.min.load(SeqCst)
     }
 
-    fn dma_begin(&self) -> Option<crate::edge::shim::DmaBatch> {
+    fn dma_begin(&self, _shim: Option<ShimCtx>) -> Option<crate::edge::shim::DmaBatch> {
         self.dma.begin()
     }
 
@@ -577,8 +577,7 @@ impl Env for MockEnv {
         len: u32,
     ) -> KResult<()> {
         // SAFETY: the caller's contract is MockDma::copy's.
-        unsafe { self.dma.copy(b, dst, dst_off, src, src_off, len) };
-        Ok(())
+        unsafe { self.dma.copy(b, dst, dst_off, src, src_off, len) }
     }
 
     fn dma_end(&self, b: crate::edge::shim::DmaBatch) -> KResult<()> {

@@ -1,6 +1,6 @@
 //! The simulated DMA engine of the mock kernel.
 
-use crate::edge::errno::{KResult, ENOMEM};
+use crate::edge::errno::{KResult, EIO, ENOMEM};
 use crate::edge::shim::{DmaBatch, Env, PagePtr};
 use crate::state::device::Device;
 use crate::testing::mock::MockEnv;
@@ -18,6 +18,12 @@ pub struct MockDma {
     pub min: core::sync::atomic::AtomicU64,
     /// Fail every Nth piece (0: never).
     pub fail_every: core::sync::atomic::AtomicU64,
+    /// The batch fails for good (EIO from `dma_copy`, as the shim's after
+    /// a timed-out wait) once this many pieces were submitted (0: never).
+    pub dead_after: core::sync::atomic::AtomicU64,
+    /// Run a batch's pieces last to first (an engine whose order is not
+    /// submission order).
+    pub reverse: core::sync::atomic::AtomicBool,
     /// Pieces submitted so far.
     pub pieces: core::sync::atomic::AtomicU64,
     /// Batches begun and not ended.
@@ -45,7 +51,7 @@ impl MockDma {
         Some(DmaBatch(std::boxed::Box::into_raw(b).cast()))
     }
 
-    /// [`Env::dma_copy`]: records the piece.
+    /// [`Env::dma_copy`]: records the piece, or EIO past `dead_after`.
     ///
     /// # Safety
     /// `b` comes from [`MockDma::begin`] and has not ended.
@@ -57,14 +63,19 @@ impl MockDma {
         src: PagePtr,
         src_off: u32,
         len: u32,
-    ) {
+    ) -> KResult<()> {
         use core::sync::atomic::Ordering::SeqCst;
+        let dead = self.dead_after.load(SeqCst);
+        if dead != 0 && self.pieces.load(SeqCst) >= dead {
+            return Err(EIO);
+        }
         let n = self.pieces.fetch_add(1, SeqCst) + 1;
         let every = self.fail_every.load(SeqCst);
         let fail = every != 0 && n.is_multiple_of(every);
         // SAFETY: begin made b from a Box of this type; not ended (caller).
         let v = unsafe { &mut *b.0.cast::<std::vec::Vec<MockPiece>>() };
         v.push((dst, dst_off, src, src_off, len, fail));
+        Ok(())
     }
 
     /// [`Env::dma_finish_async`]: the engine has not run yet.
@@ -101,7 +112,11 @@ impl MockDma {
         let v = unsafe { std::boxed::Box::from_raw(b.0.cast::<std::vec::Vec<MockPiece>>()) };
         self.open.fetch_sub(1, core::sync::atomic::Ordering::SeqCst);
         let mut ok = true;
-        for &(d, doff, s, soff, len, fail) in v.iter() {
+        let mut order: std::vec::Vec<&MockPiece> = v.iter().collect();
+        if self.reverse.load(core::sync::atomic::Ordering::SeqCst) {
+            order.reverse();
+        }
+        for &&(d, doff, s, soff, len, fail) in order.iter() {
             if fail {
                 ok = false;
                 continue;

@@ -228,3 +228,191 @@ fn failed_async_dma_marks_the_slot_failed() {
     finish(&d, vec![c]);
     drop(slots);
 }
+
+/// A DMA copy stops queuing once `copy_should_stop` says so (the caller is
+/// dying), as the CPU loops do: FAILED, only the pieces before the stop
+/// went to the engine, nothing written past them.
+#[test]
+fn fatal_signal_stops_long_dma_copy() {
+    let d = engine_dev(true);
+    let c = d.ctx_new(1).unwrap();
+    let len = 64 * 4096;
+    let data = pattern(len, 6);
+    let a = d.env.put_slice(&data);
+    let b = d.env.map(len as u64, true);
+    let ka = create(&d, &c, &[iov(a, len as u64)], 1);
+    let kb = create(&d, &c, &[iov(b, len as u64)], 3);
+    *d.env.stop_after.lock().unwrap() = Some(5);
+    assert_eq!(copy(&d, &c, ka, kb, 0, DMA), Ok(status::FAILED as u32));
+    assert_eq!(d.env.dma.pieces.load(SeqCst), 5);
+    let got = d.env.peek(b, len);
+    assert_eq!(got[..5 * 4096], data[..5 * 4096]);
+    assert!(
+        got[5 * 4096..].iter().all(|&x| x == 0),
+        "copied past the stop"
+    );
+    *d.env.stop_after.lock().unwrap() = None;
+    assert_eq!(copy(&d, &c, ka, kb, 0, DMA), OK);
+    assert_eq!(d.env.peek(b, len), data);
+    finish(&d, vec![c]);
+}
+
+/// A batch that failed for good (EIO from the shim: a timed-out wait)
+/// stops the copy: FAILED, and no later piece goes to the CPU either.
+#[test]
+fn dead_batch_stops_the_copy() {
+    let d = engine_dev(true);
+    let c = d.ctx_new(1).unwrap();
+    let len = 16 * 4096;
+    let a = d.env.put_slice(&pattern(len, 8));
+    let b = d.env.map(len as u64, true);
+    let ka = create(&d, &c, &[iov(a, len as u64)], 1);
+    let kb = create(&d, &c, &[iov(b, len as u64)], 3);
+    d.env.dma.dead_after.store(3, SeqCst);
+    assert_eq!(copy(&d, &c, ka, kb, 0, DMA), Ok(status::FAILED as u32));
+    assert_eq!(d.env.dma.pieces.load(SeqCst), 3);
+    assert!(
+        d.env.peek(b, len)[3 * 4096..].iter().all(|&x| x == 0),
+        "the CPU copied after the batch died"
+    );
+    assert_eq!(d.env.dma.open.load(SeqCst), 0, "batch ended");
+    finish(&d, vec![c]);
+}
+
+/// Pieces whose destination bytes overlap never go to the engine together:
+/// with an engine that runs a batch last to first, a copy into a region
+/// whose segments alias (fully, then partly) still gives the sequential
+/// result (each later segment's bytes last), by region copy and by an
+/// inline read into aliasing local segments; a disjoint destination still
+/// goes to the engine.
+#[test]
+fn dma_overlapping_destination() {
+    let d = engine_dev(true);
+    d.env.dma.reverse.store(true, SeqCst);
+    let c = d.ctx_new(1).unwrap();
+    let data = pattern(3 * 8192, 3);
+    let a = d.env.put_slice(&data);
+    let ka = create(&d, &c, &[iov(a, data.len() as u64)], 1);
+    let m = d.env.map(4 * 4096, true);
+    for segs in [
+        vec![iov(m, 8192), iov(m, 8192)],
+        vec![iov(m, 8192), iov(m + 1000, 8192), iov(m + 12000, 100)],
+    ] {
+        // What writing the segments in sequence gives.
+        let mut want = vec![0u8; 4 * 4096];
+        let mut k = 0;
+        for s in &segs {
+            let at = (s.base - m) as usize;
+            want[at..at + s.len as usize].copy_from_slice(&data[k..k + s.len as usize]);
+            k += s.len as usize;
+        }
+        d.env.fill(m, &vec![0u8; 4 * 4096]);
+        let kb = create(&d, &c, &segs, 3);
+        let before = d.env.dma.pieces.load(SeqCst);
+        assert_eq!(copy(&d, &c, ka, kb, 0, DMA), OK);
+        assert_eq!(d.env.peek(m, 4 * 4096), want, "region copy");
+        assert_eq!(d.env.dma.pieces.load(SeqCst), before, "went to the engine");
+        d.env.fill(m, &vec![0u8; 4 * 4096]);
+        assert_eq!(inline(&d, &c, &segs, false, ka, DMA, 0), OK);
+        assert_eq!(d.env.peek(m, 4 * 4096), want, "inline read");
+    }
+    let kb = create(&d, &c, &[iov(m, 8192), iov(m + 8192, 8000)], 3);
+    let before = d.env.dma.pieces.load(SeqCst);
+    assert_eq!(copy(&d, &c, ka, kb, 0, DMA), OK);
+    assert_eq!(d.env.peek(m, 16192), data[..16192].to_vec());
+    assert!(
+        d.env.dma.pieces.load(SeqCst) > before,
+        "disjoint: the engine"
+    );
+    finish(&d, vec![c]);
+}
+
+/// ASYNCDMACOMPLETE requests in flight are bounded per fd: one per status
+/// slot (and DMA_ASYNC_MAX), EBUSY past it, counted; completing one gives
+/// room back, and another fd is not affected.
+#[test]
+fn dma_async_batches_bounded() {
+    let d = engine_dev(true);
+    let c = d.ctx_new(1).unwrap();
+    let other = d.ctx_new(1).unwrap();
+    let mut slots = vec![0u8; 4];
+    let mut slots2 = vec![0u8; 1];
+    // SAFETY: the slots outlive the contexts (released in finish).
+    unsafe {
+        c.set_status_array(slots.as_mut_ptr(), 4).unwrap();
+        other.set_status_array(slots2.as_mut_ptr(), 1).unwrap();
+    }
+    let a = d.env.put_slice(&pattern(8192, 5));
+    let k = create(&d, &c, &[iov(a, 8192)], 1);
+    let locals: Vec<u64> = (0..6).map(|_| d.env.map(8192, true)).collect();
+    for (i, &l) in locals.iter().take(4).enumerate() {
+        assert_eq!(
+            inline(&d, &c, &[iov(l, 8192)], false, k, DMA | ADC, i as u32),
+            PENDING
+        );
+    }
+    let ebusy0 = d.stats.snapshot().err_ebusy;
+    assert_eq!(
+        inline(&d, &c, &[iov(locals[4], 8192)], false, k, DMA | ADC, 0),
+        Err(EBUSY.to_neg())
+    );
+    assert_eq!(d.stats.snapshot().err_ebusy, ebusy0 + 1);
+    assert_eq!(c.dma_async_in_flight(), 4);
+    // Another fd has its own room.
+    let ko = create(&d, &other, &[iov(a, 8192)], 1);
+    assert_eq!(
+        inline(&d, &other, &[iov(locals[5], 8192)], false, ko, DMA | ADC, 0),
+        PENDING
+    );
+    assert!(d.env.dma.complete_async(&d));
+    assert_eq!(slots[0], status::SUCCESS);
+    assert_eq!(c.dma_async_in_flight(), 3);
+    assert_eq!(
+        inline(&d, &c, &[iov(locals[4], 8192)], false, k, DMA | ADC, 0),
+        PENDING
+    );
+    while d.env.dma.complete_async(&d) {}
+    assert_eq!(c.dma_async_in_flight(), 0);
+    assert_eq!(other.dma_async_in_flight(), 0);
+    for &l in &locals[..5] {
+        assert_eq!(d.env.peek(l, 8192), pattern(8192, 5));
+    }
+    finish(&d, vec![c, other]);
+    drop((slots, slots2));
+}
+
+/// The per-fd bound caps a large status array at DMA_ASYNC_MAX.
+#[test]
+fn dma_async_bound_caps_large_arrays() {
+    use crate::state::context::DMA_ASYNC_MAX;
+    let d = engine_dev(true);
+    let c = d.ctx_new(1).unwrap();
+    let n = DMA_ASYNC_MAX as usize + 8;
+    let mut slots = vec![0u8; n];
+    // SAFETY: slots outlives the context (released in finish).
+    unsafe { c.set_status_array(slots.as_mut_ptr(), n as u64).unwrap() };
+    let a = d.env.put_slice(&pattern(1024, 1));
+    let k = create(&d, &c, &[iov(a, 1024)], 1);
+    let l = d.env.map(1024, true);
+    for i in 0..DMA_ASYNC_MAX as u32 {
+        assert_eq!(
+            inline(&d, &c, &[iov(l, 1024)], false, k, DMA | ADC, i),
+            PENDING
+        );
+    }
+    assert_eq!(
+        inline(
+            &d,
+            &c,
+            &[iov(l, 1024)],
+            false,
+            k,
+            DMA | ADC,
+            DMA_ASYNC_MAX as u32
+        ),
+        Err(EBUSY.to_neg())
+    );
+    while d.env.dma.complete_async(&d) {}
+    finish(&d, vec![c]);
+    drop(slots);
+}

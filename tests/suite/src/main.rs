@@ -101,6 +101,11 @@ const TESTS: &[Test] = &[
     ("dma_engine_asyncdmacomplete_order",       t_dma::engine_asyncdmacomplete_order),
     ("dma_engine_sigkill_in_flight",            t_dma::engine_sigkill_in_flight),
     ("dma_engine_provider_unload",              t_dma::engine_provider_unload),
+    ("dma_timeout_isolated",                    t_dma::timeout_isolated),
+    ("dma_timeout_isolated_on_close",           t_dma::timeout_isolated_on_close),
+    ("fatal_signal_stops_long_dma_copy",        t_dma::fatal_signal_stops_long_dma_copy),
+    ("dma_overlapping_destination",             t_dma::overlapping_destination),
+    ("dma_async_batches_bounded",               t_dma::async_batches_bounded),
     // Issue 4: hardening.
     ("memlock_limit_enforced",                  t_harden::memlock_limit_enforced),
     ("memlock_refusals_counted",                t_harden::memlock_refusals_counted),

@@ -63,6 +63,60 @@ impl Drop for Knobs {
     fn drop(&mut self) {
         let _ = set_provider_param("delay_us", 0);
         let _ = set_provider_param("fail_every", 0);
+        let _ = set_provider_param("stall", 0);
+        let _ = set_provider_param("lifo", 0);
+    }
+}
+
+const KNEM_PARAMS: &str = "/sys/module/knem/parameters";
+
+/// A knem module parameter, or None when the module has no such one.
+fn knem_param(name: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("{KNEM_PARAMS}/{name}")).ok()?;
+    s.trim().parse().ok()
+}
+
+/// Sets knem's dma_timeout_ms while it lives, back to what it was after.
+/// A module without the parameter has the fixed 10 s.
+struct DmaTimeout {
+    old: Option<u64>,
+    ms: u64,
+}
+
+impl DmaTimeout {
+    fn set(ms: u64) -> DmaTimeout {
+        let path = format!("{KNEM_PARAMS}/dma_timeout_ms");
+        let old = knem_param("dma_timeout_ms");
+        if old.is_some() && std::fs::write(&path, format!("{ms}\n")).is_ok() {
+            return DmaTimeout { old, ms };
+        }
+        eprintln!("note: no knem dma_timeout_ms: the timeout is 10 s");
+        DmaTimeout {
+            old: None,
+            ms: 10_000,
+        }
+    }
+}
+
+impl Drop for DmaTimeout {
+    fn drop(&mut self) {
+        if let Some(v) = self.old {
+            let _ = std::fs::write(format!("{KNEM_PARAMS}/dma_timeout_ms"), format!("{v}\n"));
+        }
+    }
+}
+
+/// Waits up to `secs` for `f` to hold.
+fn wait_until(secs: u64, mut f: impl FnMut() -> TestResult<bool>) -> TestResult<bool> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if f()? {
+            return Ok(true);
+        }
+        if Instant::now() > deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -416,9 +470,10 @@ pub fn engine_provider_unload() -> TestResult {
     })?;
     check_bytes("CPU fallback data", &buf, |i| pat(SEED, i as u64))?;
     ensure!(sh(&["insmod", PROVIDER_KO])?, "insmod again failed");
+    // knem remembers "no engine" for a second before it looks again.
     ensure!(
-        dev.info().ctx("GET_INFO after insmod")?.has_dma(),
-        "provider loaded after knem not found"
+        wait_until(3, || Ok(dev.info().ctx("GET_INFO after insmod")?.has_dma()))?,
+        "provider loaded after knem not found within 3 s"
     );
     Ok(())
 }
@@ -488,5 +543,439 @@ pub fn engine_asyncdmacomplete_order() -> TestResult {
             pat(SEED, 7 + b as u64)
         })?;
     }
+    Ok(())
+}
+
+/// One fd's stalled descriptor times out without stopping the others'
+/// work on the shared channel: fd A's one-page copy is parked by the
+/// provider and ends FAILED after dma_timeout_ms, while fd B (another
+/// process's fd, same channel) copies before, across and after A's
+/// timeout with every byte checked.  Once the stall is released, the
+/// abandoned batch is reaped (dma_abandoned back to 0) and the harness
+/// finds pins and counters at baseline.
+pub fn timeout_isolated() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    let _k = Knobs;
+    let t = DmaTimeout::set(1000);
+    let timeout = Duration::from_millis(t.ms);
+    set_provider_param("delay_us", 300)?;
+    set_provider_param("stall", 1)?;
+    let mut a = spawn_peer(|chan| {
+        let dev = Device::open().ctx("open A")?;
+        let (smem, dmem) = (Mem::new(1)?, Mem::new(1)?);
+        smem.fill(0xa5);
+        let src = region_at(&dev, &smem, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
+        let dst = region_at(&dev, &dmem, 0, PAGE, Protection::WRITE, RegionFlags::NONE)?;
+        chan.send(0)?;
+        let start = Instant::now();
+        let r = dev.copy_with(&CopyRequest {
+            src,
+            src_offset: 0,
+            dst,
+            dst_offset: 0,
+            length: None,
+            flags: CopyFlags::DMA,
+            async_status_index: 0,
+        });
+        chan.send(start.elapsed().as_millis() as u64)?;
+        chan.send(encode_outcome(&r))
+    })?;
+    a.recv()?;
+    ensure!(
+        wait_until(10, || Ok(provider_param("stalled")? == 1))?,
+        "fd A's descriptor was not parked by the provider"
+    );
+    let parked = Instant::now();
+    let dev = Device::open().ctx("open B")?;
+    const PAGES: usize = 16;
+    let (smem, dmem) = (Mem::new(PAGES)?, Mem::new(PAGES)?);
+    let src = region_at(
+        &dev,
+        &smem,
+        0,
+        PAGES * PAGE,
+        Protection::READ,
+        RegionFlags::NONE,
+    )?;
+    let dst = region_at(
+        &dev,
+        &dmem,
+        0,
+        PAGES * PAGE,
+        Protection::WRITE,
+        RegionFlags::NONE,
+    )?;
+    let done0 = provider_param("done")?;
+    let mut copies = 0u64;
+    // B copies until a while after A's timeout.
+    while parked.elapsed() < timeout + Duration::from_millis(1500) {
+        let seed = copies as u8;
+        for p in 0..PAGES {
+            smem.write(
+                p * PAGE,
+                &(0..PAGE as u64)
+                    .map(|i| pat(seed, i + (p * PAGE) as u64))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        dmem.fill(SENTINEL);
+        let r = dev.copy_with(&CopyRequest {
+            src,
+            src_offset: 0,
+            dst,
+            dst_offset: 0,
+            length: None,
+            flags: CopyFlags::DMA,
+            async_status_index: 0,
+        });
+        let what = format!(
+            "fd B's copy {copies} ({:?} after A's piece stalled)",
+            parked.elapsed()
+        );
+        expect_success(&what, r)?;
+        check_bytes(&what, &dmem.snapshot(), |i| pat(seed, i as u64))?;
+        copies += 1;
+    }
+    ensure!(
+        provider_param("done")? - done0 >= (PAGES as u64) * copies,
+        "fd B's copies did not run on the engine"
+    );
+    let took = Duration::from_millis(a.recv()?);
+    let st = decode_outcome(a.recv()?);
+    a.finish()?;
+    ensure!(
+        st == Ok(Status::Failed),
+        "fd A's stalled copy ended {st:?}, expected FAILED"
+    );
+    ensure!(
+        took >= timeout && took < timeout + Duration::from_secs(3),
+        "fd A's stalled copy took {took:?} with a timeout of {timeout:?}"
+    );
+    ensure!(
+        knem_param("dma_abandoned") == Some(1),
+        "dma_abandoned is {:?} while A's piece is parked, expected 1",
+        knem_param("dma_abandoned")
+    );
+    set_provider_param("stall", 0)?;
+    ensure!(
+        wait_until(5, || Ok(
+            provider_param("stalled")? == 0 && knem_param("dma_abandoned") == Some(0)
+        ))?,
+        "after the stall: {} parked, dma_abandoned {:?}",
+        provider_param("stalled")?,
+        knem_param("dma_abandoned")
+    );
+    eprintln!("fd A FAILED after {took:?}; fd B made {copies} copies meanwhile");
+    Ok(())
+}
+
+/// A process SIGKILLed 100 ms into a 64 MiB DMA copy is gone in half a
+/// whole copy's time: the DMA loop stops queuing between pieces, and the
+/// wait for what is queued gives way to the fatal signal (the batch is
+/// abandoned, reaped once the engine calls it back).
+pub fn fatal_signal_stops_long_dma_copy() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    let _k = Knobs;
+    const SRC: usize = 16 << 20;
+    const REPEAT: usize = 4;
+    let mut child = spawn_peer(|chan| {
+        let dev = Device::open().ctx("open")?;
+        let (smem, dmem) = (Mem::new(SRC / PAGE)?, Mem::new(SRC * REPEAT / PAGE)?);
+        smem.fill(0x3c);
+        let iov = vec![Iovec::from_raw(smem.addr(0), SRC as u64); REPEAT];
+        // SAFETY: our own scratch mapping, which outlives the region.
+        let s = unsafe { dev.create_region_raw(&iov, Protection::READ, RegionFlags::NONE) }
+            .ctx("source")?;
+        let d = region_at(
+            &dev,
+            &dmem,
+            0,
+            SRC * REPEAT,
+            Protection::WRITE,
+            RegionFlags::NONE,
+        )?;
+        loop {
+            let t = Instant::now();
+            let st = dev
+                .copy_with(&CopyRequest {
+                    src: s,
+                    src_offset: 0,
+                    dst: d,
+                    dst_offset: 0,
+                    length: None,
+                    flags: CopyFlags::DMA,
+                    async_status_index: 0,
+                })
+                .ctx("copy")?;
+            ensure!(st == Status::Success, "copy ended {st}");
+            chan.send(t.elapsed().as_millis() as u64)?;
+        }
+    })?;
+    let whole = Duration::from_millis(child.recv()?);
+    std::thread::sleep(Duration::from_millis(100));
+    let gone = child.kill_timed()?;
+    eprintln!("64 MiB DMA copy: {whole:?}; killed 100 ms into the next, gone in {gone:?}");
+    ensure!(
+        gone < whole / 2,
+        "killed process took {gone:?} to go; a whole DMA copy takes {whole:?}"
+    );
+    // What the engine still held is reaped once it is done.
+    ensure!(
+        wait_until(60, || Ok(knem_param("dma_abandoned").unwrap_or(0) == 0))?,
+        "dma_abandoned still {:?} a minute later",
+        knem_param("dma_abandoned")
+    );
+    Ok(())
+}
+
+/// A destination whose iovecs alias the same bytes (fully, then partly)
+/// gets what copying the segments in sequence gives, as the CPU path
+/// does, with an engine that runs the last issued descriptor first: such
+/// pieces must not be in flight together.  By region copy and by inline
+/// read into aliasing local iovecs.
+pub fn overlapping_destination() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    let _k = Knobs;
+    set_provider_param("lifo", 1)?;
+    let dev = Device::open().ctx("open")?;
+    let src = Mem::new(6)?;
+    let n = 6 * PAGE;
+    src.write(0, &(0..n as u64).map(|i| pat(SEED, i)).collect::<Vec<_>>());
+    let ksrc = region_at(&dev, &src, 0, n, Protection::READ, RegionFlags::NONE)?;
+    let dst = Mem::new(4)?;
+    let layouts: [&[(usize, usize)]; 2] = [
+        &[(0, 2 * PAGE), (0, 2 * PAGE)],
+        &[(0, 2 * PAGE), (1000, 2 * PAGE), (12000, 100)],
+    ];
+    for segs in layouts {
+        let mut want = vec![SENTINEL; 4 * PAGE];
+        let mut k = 0u64;
+        for &(at, len) in segs {
+            for (j, w) in want[at..at + len].iter_mut().enumerate() {
+                *w = pat(SEED, k + j as u64);
+            }
+            k += len as u64;
+        }
+        let iov: Vec<Iovec> = segs
+            .iter()
+            .map(|&(at, len)| Iovec::from_raw(dst.addr(at), len as u64))
+            .collect();
+        dst.fill(SENTINEL);
+        // SAFETY: our own scratch mapping, which outlives the region.
+        let kdst = unsafe { dev.create_region_raw(&iov, Protection::WRITE, RegionFlags::NONE) }
+            .ctx("CREATE_REGION")?;
+        let r = dev.copy_with(&CopyRequest {
+            src: ksrc,
+            src_offset: 0,
+            dst: kdst,
+            dst_offset: 0,
+            length: None,
+            flags: CopyFlags::DMA,
+            async_status_index: 0,
+        });
+        let what = format!("region copy into {segs:?}");
+        expect_success(&what, r)?;
+        check_bytes(&what, &dst.snapshot(), |i| want[i])?;
+        dst.fill(SENTINEL);
+        let req = InlineCopyRequest {
+            local: &iov,
+            write: false,
+            cookie: ksrc,
+            offset: 0,
+            length: None,
+            flags: CopyFlags::DMA,
+            async_status_index: 0,
+        };
+        let what = format!("inline read into {segs:?}");
+        // SAFETY: our scratch mapping, only snapshotted after the copy.
+        expect_success(&what, unsafe { dev.inline_copy(&req) })?;
+        check_bytes(&what, &dst.snapshot(), |i| want[i])?;
+    }
+    Ok(())
+}
+
+/// ASYNCDMACOMPLETE requests in flight are bounded per fd (one per status
+/// slot, at most 4096): with the engine holding every descriptor, a fd
+/// with a one-page status array gets PENDING 4096 times, then EBUSY, while
+/// another fd still gets PENDING; once the engine runs them all are
+/// SUCCESS with their bytes, and the fd accepts requests again (once the
+/// releases that follow the slots ran: retried for up to 3 s).
+pub fn async_batches_bounded() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    let _k = Knobs;
+    const MAX: usize = 4096;
+    let dev = Device::open().ctx("open")?;
+    let array = dev.map_status_array(PAGE).ctx("mmap")?;
+    let other = Device::open().ctx("open another fd")?;
+    let other_array = other.map_status_array(PAGE).ctx("mmap another")?;
+    let src = Mem::new(1)?;
+    src.write(
+        0,
+        &(0..PAGE as u64).map(|i| pat(SEED, i)).collect::<Vec<_>>(),
+    );
+    let k = region_at(&dev, &src, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
+    let ko = region_at(&other, &src, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
+    let locals = Mem::new(MAX + 2)?;
+    let flags = CopyFlags::DMA | CopyFlags::ASYNC_DMA_COMPLETE;
+    let read = |dev: &Device, k: Cookie, page: usize, idx: u32| {
+        let iov = [Iovec::from_raw(locals.addr(page * PAGE), PAGE as u64)];
+        // SAFETY: our scratch mapping, only read after its slot.
+        unsafe { dev.read_into_async(k, 0, &iov, None, idx, flags) }
+    };
+    set_provider_param("stall", 1_000_000)?;
+    let run = || -> TestResult {
+        for i in 0..MAX {
+            expect_pending(&format!("request {i}"), read(&dev, k, i, i as u32))?;
+        }
+        let over = format!("request {MAX} with {MAX} in flight");
+        expect_errno(&over, read(&dev, k, MAX, 0), knem::Errno::EBUSY)?;
+        expect_pending("another fd's request", read(&other, ko, MAX + 1, 0))
+    };
+    let r = run();
+    set_provider_param("stall", 0)?;
+    r?;
+    for i in 0..MAX {
+        let st = wait_slot(&array, i as u32, &format!("request {i}"))?;
+        ensure!(st == Status::Success, "request {i}: {st}");
+    }
+    ensure!(
+        wait_slot(&other_array, 0, "another fd's request")? == Status::Success,
+        "another fd's request failed"
+    );
+    for p in 0..MAX + 2 {
+        if p == MAX {
+            continue;
+        }
+        check_bytes(
+            &format!("request into page {p}"),
+            &locals.read(p * PAGE, PAGE),
+            |b| pat(SEED, b as u64),
+        )?;
+    }
+    array.reset(0);
+    let mut again = read(&dev, k, MAX, 0);
+    let start = Instant::now();
+    while again.as_ref().err().and_then(|e| e.errno()) == Some(knem::Errno::EBUSY)
+        && start.elapsed() < Duration::from_secs(3)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        again = read(&dev, k, MAX, 0);
+    }
+    expect_pending("request after the others completed", again)?;
+    let st = wait_slot(&array, 0, "request after")?;
+    ensure!(st == Status::Success, "request after: {st}");
+    check_bytes("request after", &locals.read(MAX * PAGE, PAGE), |b| {
+        pat(SEED, b as u64)
+    })
+}
+
+/// Closing an fd whose ASYNCDMACOMPLETE request the engine holds returns
+/// once dma_timeout_ms passed without stopping the shared channel: another
+/// process's fd copies across the close with every byte checked, and the
+/// abandoned request is reaped once the engine lets it go.
+pub fn timeout_isolated_on_close() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    let _k = Knobs;
+    let t = DmaTimeout::set(1000);
+    let timeout = Duration::from_millis(t.ms);
+    set_provider_param("delay_us", 300)?;
+    let run_for = timeout + Duration::from_millis(1500);
+    // Forked first, so it holds no copy of fd A.
+    let mut b = spawn_peer(move |chan| {
+        let dev = Device::open().ctx("open B")?;
+        const PAGES: usize = 32;
+        let (smem, dmem) = (Mem::new(PAGES)?, Mem::new(PAGES)?);
+        let src = region_at(
+            &dev,
+            &smem,
+            0,
+            PAGES * PAGE,
+            Protection::READ,
+            RegionFlags::NONE,
+        )?;
+        let dst = region_at(
+            &dev,
+            &dmem,
+            0,
+            PAGES * PAGE,
+            Protection::WRITE,
+            RegionFlags::NONE,
+        )?;
+        chan.send(0)?;
+        chan.recv()?;
+        let start = Instant::now();
+        let mut copies = 0u64;
+        while start.elapsed() < run_for {
+            let seed = copies as u8;
+            let data: Vec<u8> = (0..(PAGES * PAGE) as u64).map(|i| pat(seed, i)).collect();
+            smem.write(0, &data);
+            dmem.fill(SENTINEL);
+            let r = dev.copy_with(&CopyRequest {
+                src,
+                src_offset: 0,
+                dst,
+                dst_offset: 0,
+                length: None,
+                flags: CopyFlags::DMA,
+                async_status_index: 0,
+            });
+            let what = format!("fd B's copy {copies} ({:?} in)", start.elapsed());
+            expect_success(&what, r)?;
+            check_bytes(&what, &dmem.snapshot(), |i| pat(seed, i as u64))?;
+            copies += 1;
+        }
+        chan.send(copies)
+    })?;
+    b.recv()?;
+    set_provider_param("stall", 1)?;
+    let a = Device::open().ctx("open A")?;
+    let array = a.map_status_array(PAGE).ctx("mmap A")?;
+    let (asrc, adst) = (Mem::new(1)?, Mem::new(1)?);
+    let ks = region_at(&a, &asrc, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
+    let kd = region_at(&a, &adst, 0, PAGE, Protection::WRITE, RegionFlags::NONE)?;
+    let flags = CopyFlags::DMA | CopyFlags::ASYNC_DMA_COMPLETE;
+    expect_pending("fd A's request", a.copy_async(ks, 0, kd, 0, None, 0, flags))?;
+    ensure!(
+        wait_until(10, || Ok(provider_param("stalled")? == 1))?,
+        "fd A's descriptor was not parked by the provider"
+    );
+    b.send(1)?;
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    drop(array);
+    drop(a);
+    let took = start.elapsed();
+    let copies = b.recv()?;
+    b.finish()?;
+    // dma_timeout_ms=1000 asked for: a module without it waits longer.
+    ensure!(
+        took < Duration::from_secs(4),
+        "closing fd A took {took:?} with a timeout of {timeout:?}"
+    );
+    ensure!(
+        knem_param("dma_abandoned") == Some(1),
+        "dma_abandoned is {:?} after the close, expected 1",
+        knem_param("dma_abandoned")
+    );
+    set_provider_param("stall", 0)?;
+    ensure!(
+        wait_until(5, || Ok(
+            provider_param("stalled")? == 0 && knem_param("dma_abandoned") == Some(0)
+        ))?,
+        "after the stall: {} parked, dma_abandoned {:?}",
+        provider_param("stalled")?,
+        knem_param("dma_abandoned")
+    );
+    eprintln!("fd A closed in {took:?}; fd B made {copies} copies meanwhile");
     Ok(())
 }

@@ -212,11 +212,16 @@ impl Harness {
             self.dma_q.len() as i64,
             "DMA batches open"
         );
-        for (k, m) in self.kctx.iter().zip(&self.ctxs) {
+        for (c, (k, m)) in self.kctx.iter().zip(&self.ctxs).enumerate() {
             let Some(k) = k else { continue };
             assert_eq!(k.has_queued(), !m.pending.is_empty(), "queued requests");
             assert_eq!(k.has_ready(), !m.ready.is_empty(), "ready notifications");
             assert_eq!(k.notify_in_flight(), m.credits, "notification credits");
+            assert_eq!(
+                k.dma_async_in_flight(),
+                self.dma_q.iter().filter(|&&(cc, _)| cc == c).count() as u64,
+                "ASYNCDMACOMPLETE requests in flight"
+            );
             assert_eq!(k.has_status_array(), m.array.is_some());
             if let Some((i, slots)) = &m.array {
                 for (j, want) in slots.iter().enumerate() {

@@ -50,7 +50,7 @@ use crate::edge::errno::*;
 use crate::edge::kalloc::{KBox, MAX_ALLOC};
 use crate::edge::shim::PAGE_SIZE;
 use crate::edge::uaccess::{bytes_of, Pod, MAX_IOVECS};
-use crate::state::context::Context;
+use crate::state::context::{Context, DMA_ASYNC_MAX};
 use crate::state::device::Device;
 use crate::state::stats::KnemCoreStats;
 use crate::testing::mock::MockEnv;

@@ -442,6 +442,13 @@ impl Harness {
         }
     }
 
+    /// Whether an object's non-empty segments ascend without sharing a
+    /// byte, so the engine may write them (exec::dma::engine_may_take).
+    pub(super) fn disjoint(&self, o: usize) -> bool {
+        let segs: Vec<&Iov> = self.obj(o).segs.iter().filter(|v| v.len > 0).collect();
+        segs.windows(2).all(|w| w[0].base + w[0].len <= w[1].base)
+    }
+
     /// Expected bytes of a copy done in full.
     pub(super) fn expect_full(&mut self, job: &Job) -> (Vec<(u64, Want)>, u64) {
         match self.transfer(job) {

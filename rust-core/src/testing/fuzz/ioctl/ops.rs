@@ -280,6 +280,10 @@ impl Harness {
             if thread && notify && slot_ok && self.ctxs[c].credits >= len.unwrap() {
                 errs.add(EBUSY);
             }
+            let dma_async = self.dma_q.iter().filter(|&&(cc, _)| cc == c).count() as u64;
+            if adc && dma && !thread && slot_ok && dma_async >= len.unwrap().min(DMA_ASYNC_MAX) {
+                errs.add(EBUSY);
+            }
             match self.lookup(c, a.cookie, !pair && a.write) {
                 Ok(e) => remote = Some(e),
                 Err(e) => errs.add(e),
@@ -398,8 +402,9 @@ impl Harness {
                     self.finish_job(c, job, true);
                     self.sum.fallback_done += 1;
                 }
-            } else if pair && src == dst_obj {
-                // A region onto itself: the CPU copies at once.
+            } else if (pair && src == dst_obj) || !self.disjoint(dst_obj) {
+                // A region onto itself, or a destination whose segments
+                // may overlap: the CPU copies at once.
                 self.finish_job(c, job, true);
             } else {
                 let want = match self.transfer(&job) {
