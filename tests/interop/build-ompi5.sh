@@ -9,7 +9,7 @@
 #
 # SRCDIR receives the source (apt-get source, through a deb-src entry for
 # trixie that this script adds).  Nothing is rebuilt when PREFIX already
-# holds a build of the same source and header.  About 25 minutes on 2
+# holds a build of the same source and header.  About 35 minutes on 2
 # cores (OMPI5_JOBS, default 2, parallel jobs).
 #
 # What is built is the source package's upstream tarball, configured

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# make interop-ompi5 (not part of make test: the build takes about 25
+# make interop-ompi5 (not part of make test: the build takes about 35
 # minutes): Open MPI 5 from Debian's source with smsc/knem
 # (tests/interop/build-ompi5.sh), mpi_check built with its mpicc, run in the
 # VM on each kernel by tests/interop/guest-ompi5.sh.
