@@ -133,7 +133,7 @@ interop: module stat-bin
 	tests/interop/run.sh --knem-stat $(STAT_BIN) $(foreach k,$(VM_KERNELS),--kernel $(k))
 
 # Open MPI 5 from Debian's source with smsc/knem, same program and checks;
-# not in `make test` (the build takes about 15 minutes).
+# not in `make test` (the build takes about 35 minutes on a loaded machine).
 interop-ompi5: module
 	tests/interop/ompi5.sh $(foreach k,$(VM_KERNELS),--kernel $(k))
 

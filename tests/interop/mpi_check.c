@@ -13,6 +13,13 @@
  * and N * (N - 1) * block for the all-to-all (a rank's block to itself is
  * a local copy).  Rank 0 prints that total, the bytes verified and the
  * number of bad bytes; the exit status is 0 only if none was bad.
+ *
+ *   mpi_check [THRESHOLD]
+ *
+ * With THRESHOLD, the total counts only the messages larger than it: a
+ * transport's single-copy path takes the messages above its eager limit
+ * whole and none below, so the total is what it must move.  Rank 0 also
+ * prints the smallest message, which says whether the threshold mattered.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -68,10 +75,20 @@ int main(int argc, char **argv)
 {
 	uint64_t moved = 0, verified = 0, bad = 0, total_bad, total_verified;
 	size_t max = 16 * MIB + 3;
+	size_t above = 0, smallest = alltoall_block;
 	int rank, n;
 	uint8_t *buf, *sbuf, *rbuf;
 
 	MPI_Init(&argc, &argv);
+	if (argc > 1) {
+		char *end;
+
+		above = strtoul(argv[1], &end, 0);
+		if (*end) {
+			fprintf(stderr, "usage: mpi_check [THRESHOLD]\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
 	buf = xmalloc(max);
@@ -95,7 +112,10 @@ int main(int argc, char **argv)
 			fill(buf, len, 2 * k + 1);
 			MPI_Send(buf, (int)len, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
 		}
-		moved += 2 * len;
+		if (len > above)
+			moved += 2 * len;
+		if (len < smallest)
+			smallest = len;
 	}
 
 	for (int root = 0; root < n; root++) {
@@ -110,8 +130,11 @@ int main(int argc, char **argv)
 			bad += check(buf, bcast_size, seed);
 			verified += bcast_size;
 		}
-		moved += (uint64_t)(n - 1) * bcast_size;
+		if (bcast_size > above)
+			moved += (uint64_t)(n - 1) * bcast_size;
 	}
+	if (n > 1 && bcast_size < smallest)
+		smallest = bcast_size;
 
 	sbuf = xmalloc(alltoall_block * (size_t)n);
 	rbuf = xmalloc(alltoall_block * (size_t)n);
@@ -126,14 +149,17 @@ int main(int argc, char **argv)
 			     1000 + (uint64_t)from * 64 + (uint64_t)rank);
 		verified += alltoall_block;
 	}
-	moved += (uint64_t)n * (uint64_t)(n - 1) * alltoall_block;
+	if (alltoall_block > above)
+		moved += (uint64_t)n * (uint64_t)(n - 1) * alltoall_block;
 
 	MPI_Reduce(&bad, &total_bad, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&verified, &total_verified, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
+	if (rank == 0) {
+		printf("mpi_check: smallest message %zu bytes, counted above %zu\n", smallest, above);
 		printf("mpi_check: ranks %d, bytes verified %llu, bad bytes %llu, large-message bytes %llu\n",
 		       n, (unsigned long long)total_verified, (unsigned long long)total_bad,
 		       (unsigned long long)moved);
+	}
 	free(rbuf);
 	free(sbuf);
 	free(buf);
