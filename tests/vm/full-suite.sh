@@ -17,9 +17,12 @@
 #   KNEM_SUITE_COLL    knem-coll check arguments (default: every collective
 #                      on teams of 1 to 8, up to 16 MiB+3)
 #   KNEM_SUITE_CYCLES  unload/load cycles (default 200)
+#   KNEM_SUITE_IDLE_FDS  idle fds of offload_threads_bounded (default 10000)
 set -euo pipefail
 coll=${KNEM_SUITE_COLL:--n 8 --quick --all-teams --big 16M,16M+3}
 cycles=${KNEM_SUITE_CYCLES:-200}
+idle_fds=${KNEM_SUITE_IDLE_FDS:-10000}
+[[ $idle_fds =~ ^[0-9]+$ ]] || { echo "full-suite.sh: KNEM_SUITE_IDLE_FDS wants a number" >&2; exit 2; }
 [[ $cycles =~ ^[0-9]+$ ]] || { echo "full-suite.sh: KNEM_SUITE_CYCLES wants a number" >&2; exit 2; }
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$top"
@@ -46,7 +49,8 @@ step() {
 
 step "check-shim" tests/vm/check-shim "${run_opts[@]}"
 step "conformance" tests/conformance/run.sh "${run_opts[@]}"
-step "knem-tests" tests/vm/run "${run_opts[@]}" --scratch-ext4 --add "$bin/knem-tests" -- /opt/knem-tests
+step "knem-tests" tests/vm/run "${run_opts[@]}" --scratch-ext4 --add "$bin/knem-tests" -- \
+	sh -c "KNEM_SUITE_IDLE_FDS=$idle_fds /opt/knem-tests"
 step "knem-tests with the DMA provider" tests/dma-provider/run-vm.sh "${dma_opts[@]}"
 step "collectives ($coll)" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c \
 	"mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check $coll"
