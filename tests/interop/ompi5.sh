@@ -12,6 +12,7 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$top/tests/interop/on-kernels.sh"
 out=$top/build/interop
 kernels=()
 while [ $# -gt 0 ]; do
@@ -31,20 +32,5 @@ phase "Open MPI 5 build"
 "$out/ompi5/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$out/mpi_check5" "$top/tests/interop/mpi_check.c"
 
 status=0
-summary=()
-for k in "${kernels[@]}"; do
-	echo "=== interop-ompi5 on kernel $k ==="
-	log=$out/guest-ompi5-$k.log
-	if "$top/tests/vm/run" --kernel "$k" --host-root --timeout 1800 \
-		--add "$top/tests/interop" -- \
-		/opt/interop/guest-ompi5.sh "$out/ompi5" "$out/mpi_check5" | tee "$log"; then
-		r=ok
-	else
-		r=FAILED
-		status=1
-	fi
-	summary+=("kernel $k: $r, $(grep -a '^interop: [0-9]* passed' "$log" | tail -n 1 | tr -d '\r' || echo 'no result line')")
-	phase "kernel $k"
-done
-printf 'interop-ompi5: %s\n' "${summary[@]}"
+run_on_kernels interop-ompi5 guest-ompi5 /opt/interop/guest-ompi5.sh "$out/ompi5" "$out/mpi_check5" || status=1
 exit $status

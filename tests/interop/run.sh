@@ -16,6 +16,7 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$top/tests/interop/on-kernels.sh"
 out=$top/build/interop
 knem_stat=
 kernels=()
@@ -40,20 +41,5 @@ phase "UCX build"
 mpicc -O2 -Wall -Wextra -Werror -o "$out/mpi_check" "$top/tests/interop/mpi_check.c"
 
 status=0
-summary=()
-for k in "${kernels[@]}"; do
-	echo "=== interop on kernel $k ==="
-	log=$out/guest-$k.log
-	if "$top/tests/vm/run" --kernel "$k" --host-root --timeout 1800 \
-		--add "$top/tests/interop" -- \
-		/opt/interop/guest.sh "$out/ucx" "$out/mpi_check" "$knem_stat" | tee "$log"; then
-		r=ok
-	else
-		r=FAILED
-		status=1
-	fi
-	summary+=("kernel $k: $r, $(grep -a '^interop: [0-9]* passed' "$log" | tail -n 1 | tr -d '\r' || echo 'no result line')")
-	phase "kernel $k"
-done
-printf 'interop: %s\n' "${summary[@]}"
+run_on_kernels interop guest /opt/interop/guest.sh "$out/ucx" "$out/mpi_check" "$knem_stat" || status=1
 exit $status
