@@ -112,22 +112,41 @@ static int knem_offload_thread(void *data)
 }
 
 /*
+ * Whether the attach moved t into the submitter's cgroup v2 group.  On some
+ * kernels (5.10 among them) cgroup_attach_task_all() covers the v1
+ * hierarchies only, and t then stays in the root group, outside any cpuset
+ * of v2.
+ */
+static bool knem_joined_dfl_cgroup(struct task_struct *t)
+{
+	bool same;
+
+	rcu_read_lock();
+	same = task_dfl_cgroup(t) == task_dfl_cgroup(current);
+	rcu_read_unlock();
+	return same;
+}
+
+/*
  * The CPUs of thread t, which just joined the submitter's cgroups: the
  * attach left it on the CPUs of the submitter's cpuset (a module cannot
  * ask for a task's cpuset otherwise), so that is the set every choice is
- * taken within.  A choice that names none of them gives the submitter's
- * own CPUs, which its cpuset always holds.
+ * taken within; where the attach did not reach the submitter's group, the
+ * submitter's own CPUs, which its cpuset always holds.  A choice that names
+ * none of them gives the submitter's own CPUs.
  */
 static void knem_thread_cpus(struct knem_file *kf, struct task_struct *t)
 {
+	const struct cpumask *within = knem_joined_dfl_cgroup(t) ?
+				       t->cpus_ptr : current->cpus_ptr;
 	struct cpumask *m = kf->thread_mask;
 
 	if (kf->bind_set) {
-		cpumask_and(m, kf->bind_mask, t->cpus_ptr);
+		cpumask_and(m, kf->bind_mask, within);
 	} else if (READ_ONCE(binding) == -1) {
-		cpumask_andnot(m, t->cpus_ptr, current->cpus_ptr);
+		cpumask_andnot(m, within, current->cpus_ptr);
 		if (cpumask_empty(m))
-			cpumask_copy(m, t->cpus_ptr);
+			cpumask_copy(m, within);
 	} else {
 		cpumask_copy(m, current->cpus_ptr);
 	}

@@ -377,7 +377,8 @@ fn pin_to_cpu0() -> TestResult {
 /// it) and never runs outside its CPUs: with the submitter on CPU 0 by
 /// sched_setaffinity, the default thread is on CPU 0; BIND_OFFLOAD to
 /// CPU 1 is honoured while the cpuset holds CPU 1, and gives CPU 0 once
-/// the cpuset is CPU 0 alone.
+/// the cpuset is CPU 0 alone.  Where the kernel cannot attach the thread
+/// to the v2 group (5.10), it stays on the submitter's CPU 0 throughout.
 pub fn offload_thread_in_callers_cpuset() -> TestResult {
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     ensure!(ncpu >= 2, "needs 2 CPUs (tests/vm/run boots 2), has {ncpu}");
@@ -404,17 +405,27 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
         cpus == "0",
         "thread of a submitter on CPU 0 may run on CPUs {cpus}, expected 0"
     );
+    // Some kernels (5.10) attach a kernel thread to the cgroup v1
+    // hierarchies only: the thread stays in the v2 root, outside the
+    // cpuset, and the module then keeps it on the submitter's own CPUs.
     let group = cgroup_of(ta)?;
-    ensure!(
-        group == cg.name(),
-        "offload thread in cgroup {group}, its submitter in {}",
-        cg.name()
-    );
-    let n = pids(&cg)?;
-    ensure!(
-        n == pids0 + 1,
-        "pids.current {n} with the thread, {pids0} before"
-    );
+    let joined = group == cg.name();
+    if joined {
+        let n = pids(&cg)?;
+        ensure!(
+            n == pids0 + 1,
+            "pids.current {n} with the thread, {pids0} before"
+        );
+    } else {
+        ensure!(
+            group == "/",
+            "offload thread in cgroup {group}, its submitter in {}",
+            cg.name()
+        );
+        println!(
+            "note offload_thread_in_callers_cpuset: this kernel leaves the thread in cgroup v2's root; checking it keeps to the submitter's CPUs"
+        );
+    }
 
     // BIND_OFFLOAD to CPU 1, within the cpuset: honoured.
     let before = offload_threads(Some(std::process::id()))?;
@@ -427,7 +438,11 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
     b.check(SEED ^ 1, "copy bound to CPU 1")?;
     let tb = new_thread(&before, "copy bound to CPU 1")?;
     let cpus = cpus_allowed(tb)?;
-    ensure!(cpus == "1", "thread bound to CPU 1 may run on CPUs {cpus}");
+    let want = if joined { "1" } else { "0" };
+    ensure!(
+        cpus == want,
+        "thread bound to CPU 1 may run on CPUs {cpus}, expected {want}"
+    );
 
     // A cpuset of CPU 0 only: the same binding cannot leave it.
     cg.write("cpuset.cpus", "0")?;
@@ -445,11 +460,13 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
         cpus == "0",
         "thread of a submitter in a cpuset of CPU 0 may run on CPUs {cpus}"
     );
-    let n = pids(&cg)?;
-    ensure!(
-        n == pids0 + 3,
-        "pids.current {n} with 3 threads, {pids0} before"
-    );
+    if joined {
+        let n = pids(&cg)?;
+        ensure!(
+            n == pids0 + 3,
+            "pids.current {n} with 3 threads, {pids0} before"
+        );
+    }
     drop((a, b, c));
     wait_threads(base, "after closing")?;
     drop(cg);
