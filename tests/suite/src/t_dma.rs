@@ -546,6 +546,56 @@ pub fn engine_asyncdmacomplete_order() -> TestResult {
     Ok(())
 }
 
+/// A fd that copies one region to another through the engine in a loop,
+/// every copy's bytes checked: the other user of the shared channel in the
+/// timeout tests.
+struct DmaLoop {
+    dev: Device,
+    smem: Mem,
+    dmem: Mem,
+    src: Cookie,
+    dst: Cookie,
+    pages: usize,
+}
+
+impl DmaLoop {
+    fn new(pages: usize) -> TestResult<Self> {
+        let dev = Device::open().ctx("open B")?;
+        let (smem, dmem) = (Mem::new(pages)?, Mem::new(pages)?);
+        let len = pages * PAGE;
+        let src = region_at(&dev, &smem, 0, len, Protection::READ, RegionFlags::NONE)?;
+        let dst = region_at(&dev, &dmem, 0, len, Protection::WRITE, RegionFlags::NONE)?;
+        Ok(DmaLoop {
+            dev,
+            smem,
+            dmem,
+            src,
+            dst,
+            pages,
+        })
+    }
+
+    /// One DMA copy of a pattern made from seed, checked on arrival.
+    fn copy(&self, seed: u8, what: &str) -> TestResult {
+        let data: Vec<u8> = (0..(self.pages * PAGE) as u64)
+            .map(|i| pat(seed, i))
+            .collect();
+        self.smem.write(0, &data);
+        self.dmem.fill(SENTINEL);
+        let r = self.dev.copy_with(&CopyRequest {
+            src: self.src,
+            src_offset: 0,
+            dst: self.dst,
+            dst_offset: 0,
+            length: None,
+            flags: CopyFlags::DMA,
+            async_status_index: 0,
+        });
+        expect_success(what, r)?;
+        check_bytes(what, &self.dmem.snapshot(), |i| pat(seed, i as u64))
+    }
+}
+
 /// One fd's stalled descriptor times out without stopping the others'
 /// work on the shared channel: fd A's one-page copy is parked by the
 /// provider and ends FAILED after dma_timeout_ms, while fd B (another
@@ -588,54 +638,17 @@ pub fn timeout_isolated() -> TestResult {
         "fd A's descriptor was not parked by the provider"
     );
     let parked = Instant::now();
-    let dev = Device::open().ctx("open B")?;
     const PAGES: usize = 16;
-    let (smem, dmem) = (Mem::new(PAGES)?, Mem::new(PAGES)?);
-    let src = region_at(
-        &dev,
-        &smem,
-        0,
-        PAGES * PAGE,
-        Protection::READ,
-        RegionFlags::NONE,
-    )?;
-    let dst = region_at(
-        &dev,
-        &dmem,
-        0,
-        PAGES * PAGE,
-        Protection::WRITE,
-        RegionFlags::NONE,
-    )?;
+    let b = DmaLoop::new(PAGES)?;
     let done0 = provider_param("done")?;
     let mut copies = 0u64;
     // B copies until a while after A's timeout.
     while parked.elapsed() < timeout + Duration::from_millis(1500) {
-        let seed = copies as u8;
-        for p in 0..PAGES {
-            smem.write(
-                p * PAGE,
-                &(0..PAGE as u64)
-                    .map(|i| pat(seed, i + (p * PAGE) as u64))
-                    .collect::<Vec<_>>(),
-            );
-        }
-        dmem.fill(SENTINEL);
-        let r = dev.copy_with(&CopyRequest {
-            src,
-            src_offset: 0,
-            dst,
-            dst_offset: 0,
-            length: None,
-            flags: CopyFlags::DMA,
-            async_status_index: 0,
-        });
         let what = format!(
             "fd B's copy {copies} ({:?} after A's piece stalled)",
             parked.elapsed()
         );
-        expect_success(&what, r)?;
-        check_bytes(&what, &dmem.snapshot(), |i| pat(seed, i as u64))?;
+        b.copy(copies as u8, &what)?;
         copies += 1;
     }
     ensure!(
@@ -892,46 +905,14 @@ pub fn timeout_isolated_on_close() -> TestResult {
     let run_for = timeout + Duration::from_millis(1500);
     // Forked first, so it holds no copy of fd A.
     let mut b = spawn_peer(move |chan| {
-        let dev = Device::open().ctx("open B")?;
-        const PAGES: usize = 32;
-        let (smem, dmem) = (Mem::new(PAGES)?, Mem::new(PAGES)?);
-        let src = region_at(
-            &dev,
-            &smem,
-            0,
-            PAGES * PAGE,
-            Protection::READ,
-            RegionFlags::NONE,
-        )?;
-        let dst = region_at(
-            &dev,
-            &dmem,
-            0,
-            PAGES * PAGE,
-            Protection::WRITE,
-            RegionFlags::NONE,
-        )?;
+        let b = DmaLoop::new(32)?;
         chan.send(0)?;
         chan.recv()?;
         let start = Instant::now();
         let mut copies = 0u64;
         while start.elapsed() < run_for {
-            let seed = copies as u8;
-            let data: Vec<u8> = (0..(PAGES * PAGE) as u64).map(|i| pat(seed, i)).collect();
-            smem.write(0, &data);
-            dmem.fill(SENTINEL);
-            let r = dev.copy_with(&CopyRequest {
-                src,
-                src_offset: 0,
-                dst,
-                dst_offset: 0,
-                length: None,
-                flags: CopyFlags::DMA,
-                async_status_index: 0,
-            });
             let what = format!("fd B's copy {copies} ({:?} in)", start.elapsed());
-            expect_success(&what, r)?;
-            check_bytes(&what, &dmem.snapshot(), |i| pat(seed, i as u64))?;
+            b.copy(copies as u8, &what)?;
             copies += 1;
         }
         chan.send(copies)
