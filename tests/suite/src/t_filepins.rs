@@ -252,18 +252,7 @@ fn refused_on(what: &str, dir: &str) -> TestResult {
 
     // A private mapping: the write pin breaks COW into anonymous pages.
     let private = Map::file(&f, LEN, false)?;
-    let c = create(&owner, &private.iov(), Protection::READ_WRITE)
-        .map_err(|e| format!("{what}: MAP_PRIVATE READ_WRITE region: {e}"))?;
-    let data: Vec<u8> = (0..LEN as u64).map(|i| pat(SEED_WRITE, i)).collect();
-    expect_success(
-        &format!("{what}: write into the MAP_PRIVATE region"),
-        peer.write_from(c, 0, &data, None),
-    )?;
-    check_bytes(
-        &format!("{what}: MAP_PRIVATE mapping after the write"),
-        &private.bytes(LEN),
-        |i| pat(SEED_WRITE, i as u64),
-    )?;
+    let c = write_through_region(&owner, &peer, &private, &format!("{what}: MAP_PRIVATE"))?;
     check_bytes(
         &format!("{what}: file after a write to its private mapping"),
         &file_bytes(&f, LEN)?,
@@ -308,15 +297,16 @@ fn refused_on(what: &str, dir: &str) -> TestResult {
     wait_for(&base, &format!("{what}: at the end"))
 }
 
-/// A MAP_SHARED mapping of `len` bytes of `f` (on `what`) takes a write
-/// pin: a write through the region lands in the file (and in what read(2)
-/// returns, where the filesystem has read(2)).
-fn allowed_on(what: &str, f: &File, len: usize, readable: bool) -> TestResult {
-    let owner = Device::open().ctx("open")?;
-    let peer = Device::open().ctx("open second fd")?;
-    let shared = Map::file(f, len, true)?;
-    let c = create(&owner, &shared.iov(), Protection::READ_WRITE)
-        .map_err(|e| format!("{what}: MAP_SHARED READ_WRITE region: {e}"))?;
+/// A READ_WRITE region over `map`, written through by `peer`: the
+/// mapping shows the bytes.  Returns the region for the caller's checks.
+fn write_through_region(
+    owner: &Device,
+    peer: &Device,
+    map: &Map,
+    what: &str,
+) -> TestResult<Cookie> {
+    let c = create(owner, &map.iov(), Protection::READ_WRITE)
+        .map_err(|e| format!("{what} READ_WRITE region: {e}"))?;
     let data: Vec<u8> = (0..LEN as u64).map(|i| pat(SEED_WRITE, i)).collect();
     expect_success(
         &format!("{what}: write into the region"),
@@ -324,9 +314,20 @@ fn allowed_on(what: &str, f: &File, len: usize, readable: bool) -> TestResult {
     )?;
     check_bytes(
         &format!("{what}: mapping after the write"),
-        &shared.bytes(LEN),
+        &map.bytes(LEN),
         |i| pat(SEED_WRITE, i as u64),
     )?;
+    Ok(c)
+}
+
+/// A MAP_SHARED mapping of `len` bytes of `f` (on `what`) takes a write
+/// pin: a write through the region lands in the file (and in what read(2)
+/// returns, where the filesystem has read(2)).
+fn allowed_on(what: &str, f: &File, len: usize, readable: bool) -> TestResult {
+    let owner = Device::open().ctx("open")?;
+    let peer = Device::open().ctx("open second fd")?;
+    let shared = Map::file(f, len, true)?;
+    let c = write_through_region(&owner, &peer, &shared, &format!("{what}: MAP_SHARED"))?;
     if readable {
         check_bytes(
             &format!("{what}: file after the write"),
