@@ -186,8 +186,9 @@ impl<E: Env> Device<E> {
     }
 
     /// Runs the oldest queued request of `ctx`, if any
-    /// ([`Device::complete`]).  Returns false when the queue was empty.  Called by the offload
-    /// thread only, so requests never overtake each other.
+    /// ([`Device::complete`]).  Returns false when the queue was empty.
+    /// Called by the offload thread only, so requests never overtake each
+    /// other.
     pub fn run_async(&self, ctx: &Context) -> bool {
         let Some(mut node) = ctx.with_queues(&self.env, |q| q.pending.pop()) else {
             return false;
