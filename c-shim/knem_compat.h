@@ -35,6 +35,36 @@ static inline bool knem_ro_pin_needs_cow_break(void)
 }
 
 /*
+ * KNEM_GUP_PIN_VMAS: pin_user_pages() still has its vmas argument, which
+ * it lost in 6.5, the release whose GUP started refusing long-term write
+ * pins of shared file mappings that track writes (knem_pin.c).  The two
+ * came together, and the signature is what a probe can read: with it, GUP
+ * pins whatever it finds mapped, and the shim must check and pin under one
+ * hold of mmap_lock.  pin_user_pages() is the variant whose caller holds
+ * mmap_lock; it never drops it.
+ */
+static inline bool knem_gup_refuses_file_write_pins(void)
+{
+#ifdef KNEM_GUP_PIN_VMAS
+	return false;
+#else
+	return true;
+#endif
+}
+
+static inline long knem_pin_user_pages_locked(unsigned long start,
+					      unsigned long nr,
+					      unsigned int gup_flags,
+					      struct page **pages)
+{
+#ifdef KNEM_GUP_PIN_VMAS
+	return pin_user_pages(start, nr, gup_flags, pages, NULL);
+#else
+	return pin_user_pages(start, nr, gup_flags, pages);
+#endif
+}
+
+/*
  * KNEM_NO_VM_FLAGS_SET: before 6.3 a driver's mmap handler sets VMA flags
  * by writing vm_flags; since, only through vm_flags_set().  Either way the
  * caller holds mmap_lock for writing.

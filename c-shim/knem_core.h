@@ -229,9 +229,9 @@ void knem_shim_table_unlock(void);
 /*
  * Per context, shim being the handle given to knem_core_ctx_new():
  * a mutex around the core's queues (never nested, may sleep); wake the
- * offload thread after queueing a request (does not sleep; only once
- * knem_shim_ctx_spawn() succeeded); wake read() and poll() after queueing
- * a notification (does not sleep).
+ * offload thread after queueing a request (called without that mutex, may
+ * sleep; only once knem_shim_ctx_spawn() succeeded); wake read() and
+ * poll() after queueing a notification (does not sleep).
  */
 void knem_shim_ctx_lock(void *shim);
 void knem_shim_ctx_unlock(void *shim);

@@ -62,15 +62,22 @@ int knem_offload_init(struct knem_file *kf)
 	init_waitqueue_head(&kf->notify_wq);
 	if (!zalloc_cpumask_var(&kf->bind_mask, GFP_KERNEL))
 		return -ENOMEM;
-	if (!zalloc_cpumask_var(&kf->thread_mask, GFP_KERNEL)) {
-		free_cpumask_var(kf->bind_mask);
-		return -ENOMEM;
-	}
+	if (!zalloc_cpumask_var(&kf->thread_mask, GFP_KERNEL))
+		goto free_bind;
+	if (!zalloc_cpumask_var(&kf->follow_mask, GFP_KERNEL))
+		goto free_thread;
 	return 0;
+
+free_thread:
+	free_cpumask_var(kf->thread_mask);
+free_bind:
+	free_cpumask_var(kf->bind_mask);
+	return -ENOMEM;
 }
 
 void knem_offload_free(struct knem_file *kf)
 {
+	free_cpumask_var(kf->follow_mask);
 	free_cpumask_var(kf->thread_mask);
 	free_cpumask_var(kf->bind_mask);
 }
@@ -137,10 +144,11 @@ static bool knem_joined_dfl_cgroup(struct task_struct *t)
  */
 static void knem_thread_cpus(struct knem_file *kf, struct task_struct *t)
 {
-	const struct cpumask *within = knem_joined_dfl_cgroup(t) ?
-				       t->cpus_ptr : current->cpus_ptr;
+	bool joined = knem_joined_dfl_cgroup(t);
+	const struct cpumask *within = joined ? t->cpus_ptr : current->cpus_ptr;
 	struct cpumask *m = kf->thread_mask;
 
+	kf->thread_outside_cgroup = !joined;
 	if (kf->bind_set) {
 		cpumask_and(m, kf->bind_mask, within);
 	} else if (READ_ONCE(binding) == -1) {
@@ -258,13 +266,37 @@ void knem_shim_ctx_unlock(void *shim)
 	mutex_unlock(&kf->queue_lock);
 }
 
+/*
+ * A thread that could not join the submitter's cgroup v2 group (see
+ * knem_joined_dfl_cgroup()) is not moved when the submitter's cpuset
+ * changes, so before each wake-up it is brought back within the CPUs the
+ * submitting task may use now: the fd's choice among them, else all of
+ * them.  It may sit idle elsewhere meanwhile, but never runs a request
+ * there.  One subset test when nothing changed.
+ */
+static void knem_thread_follow(struct knem_file *kf, struct task_struct *t)
+{
+	struct cpumask *m = kf->follow_mask;
+
+	if (!kf->thread_outside_cgroup ||
+	    cpumask_subset(t->cpus_ptr, current->cpus_ptr))
+		return;
+	mutex_lock(&kf->status_lock);
+	if (!cpumask_and(m, kf->thread_mask, current->cpus_ptr))
+		cpumask_copy(m, current->cpus_ptr);
+	set_cpus_allowed_ptr(t, m);
+	mutex_unlock(&kf->status_lock);
+}
+
 void knem_shim_ctx_kick(void *shim)
 {
 	struct knem_file *kf = shim;
 
 	/* The core kicks only once knem_shim_ctx_spawn() succeeded. */
-	if (!WARN_ON_ONCE(!kf->thread))
-		wake_up_process(kf->thread);
+	if (WARN_ON_ONCE(!kf->thread))
+		return;
+	knem_thread_follow(kf, kf->thread);
+	wake_up_process(kf->thread);
 }
 
 void knem_shim_ctx_notify(void *shim)

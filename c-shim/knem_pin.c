@@ -101,16 +101,14 @@ static bool knem_vma_refuses_write_pin(struct vm_area_struct *vma)
  * How many of the nr pages from start a long-term write pin may take: up
  * to the first VMA that refuses one (the caller's pin is a short one then,
  * which the contract allows), EFAULT when that is the first.  A hole is
- * left to pin_user_pages_fast(), which fails there with EFAULT itself.
+ * left to the pin, which fails there with EFAULT itself.  Caller holds
+ * mmap_lock.
  */
-static long knem_write_pin_span(u64 start, u64 nr)
+static long knem_write_pin_span(struct mm_struct *mm, u64 start, u64 nr)
 {
-	struct mm_struct *mm = current->mm;
 	struct vm_area_struct *vma;
 	u64 addr = start, ok = 0;
 
-	if (mmap_read_lock_killable(mm))
-		return -EINTR;
 	while (ok < nr) {
 		vma = knem_vma_lookup(mm, addr);
 		if (!vma) {
@@ -123,17 +121,46 @@ static long knem_write_pin_span(u64 start, u64 nr)
 		ok += (vma->vm_end - addr) >> PAGE_SHIFT;
 		addr = vma->vm_end;
 	}
-	mmap_read_unlock(mm);
 	if (!ok)
 		return -EFAULT;
 	return min(ok, nr);
 }
 
+/*
+ * A long-term write pin of up to nr pages from start, within the span the
+ * rule above allows.  Where GUP applies the rule itself (6.5+), the check
+ * only makes the answer a short count before the refused VMA, and the pin
+ * takes the fast path.  Before, GUP pins whatever is mapped when it walks:
+ * another thread of the caller that maps a file over the range between a
+ * check and the pin would get its file pages pinned for writing, so the
+ * check and the pin share one hold of mmap_lock, which that mmap() needs
+ * for writing.  pin_user_pages() never drops the lock it is given.
+ */
+static long knem_pin_for_write(u64 start, u64 nr, unsigned int gup_flags,
+			       struct page **pages)
+{
+	struct mm_struct *mm = current->mm;
+	long todo;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	todo = knem_write_pin_span(mm, start, nr);
+	if (todo > 0 && !knem_gup_refuses_file_write_pins()) {
+		todo = knem_pin_user_pages_locked(start, todo, gup_flags,
+						  pages);
+		mmap_read_unlock(mm);
+		return todo;
+	}
+	mmap_read_unlock(mm);
+	if (todo < 0)
+		return todo;
+	return pin_user_pages_fast(start, todo, gup_flags, pages);
+}
+
 long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 {
 	unsigned int gup_flags = FOLL_LONGTERM;
-	long todo;
-	int pinned;
+	long todo, pinned;
 
 	knem_might_sleep();
 	if (!nr)
@@ -144,20 +171,18 @@ long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 		nr = KNEM_PIN_BATCH;
 
 	if (write) {
-		gup_flags |= FOLL_WRITE;
-		todo = knem_write_pin_span(start, nr);
-		if (todo < 0)
-			return todo;
-		nr = todo;
-	} else if (knem_ro_pin_needs_cow_break()) {
-		todo = knem_ro_pin_flags(start, nr, &gup_flags);
-		if (todo < 0)
-			return todo;
-		nr = todo;
+		pinned = knem_pin_for_write(start, nr, gup_flags | FOLL_WRITE,
+					    (struct page **)pages);
+	} else {
+		if (knem_ro_pin_needs_cow_break()) {
+			todo = knem_ro_pin_flags(start, nr, &gup_flags);
+			if (todo < 0)
+				return todo;
+			nr = todo;
+		}
+		pinned = pin_user_pages_fast(start, nr, gup_flags,
+					     (struct page **)pages);
 	}
-
-	pinned = pin_user_pages_fast(start, nr, gup_flags,
-				     (struct page **)pages);
 	/* The contract promises an errno, never 0, when nothing was pinned. */
 	if (pinned == 0)
 		return -EFAULT;

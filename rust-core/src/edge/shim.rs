@@ -155,7 +155,8 @@ pub trait Env: Sync {
     /// Releases the context mutex.
     fn ctx_unlock(&self, shim: ShimCtx);
     /// Wakes the context's offload thread: a request was queued.  Only
-    /// once [`Env::ctx_spawn`] succeeded for it.
+    /// once [`Env::ctx_spawn`] succeeded for it; never under the context
+    /// mutex (it may sleep).
     fn ctx_kick(&self, shim: ShimCtx);
     /// Creates and starts the context's offload thread, from the calling
     /// (submitting) task: in its cgroups, on CPUs of its cpuset.  An error

@@ -131,8 +131,10 @@ const TESTS: &[Test] = &[
     ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),
     ("page_refcount_pins_bounded",              t_bounds::page_refcount_pins_bounded),
     ("file_backed_write_pins_refused",          t_filepins::file_backed_write_pins_refused),
+    ("file_write_pin_races_mmap",               t_filepins::file_write_pin_races_mmap),
     ("offload_threads_bounded",                 t_offload::offload_threads_bounded),
     ("offload_thread_in_callers_cpuset",        t_offload::offload_thread_in_callers_cpuset),
+    ("offload_thread_cpus_kept_across_hotplug", t_offload::offload_thread_cpus_kept_across_hotplug),
 ];
 
 /// Longest message passed back from a test process.

@@ -439,3 +439,121 @@ pub fn file_backed_write_pins_refused() -> TestResult {
 
     allowed_on_hugetlbfs()
 }
+
+/// How long, and how many declarations at most, a race below runs for.
+const RACE_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+const RACE_ROUNDS: u32 = 50_000;
+
+/// Maps one page at `addr` over whatever is there: `fd`'s first page
+/// shared, or fresh anonymous memory when `fd` is None.
+fn remap_page(addr: u64, fd: Option<libc::c_int>) -> TestResult {
+    let (flags, fd) = match fd {
+        Some(fd) => (libc::MAP_SHARED | libc::MAP_FIXED, fd),
+        None => (
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+        ),
+    };
+    // SAFETY: MAP_FIXED over the one page the caller owns (a Map of the
+    // test), which stays mapped, by one object or the other.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    ensure!(p as u64 == addr, "mmap MAP_FIXED: {}", Errno::last());
+    Ok(())
+}
+
+/// One page of address space that another thread keeps switching between
+/// anonymous memory and a shared mapping of a file on `what`, while this
+/// one declares READ_WRITE regions over it: every declaration must pin
+/// anonymous memory or fail with EFAULT.  A region that pinned the file's
+/// page shows as the file changing when the peer writes through it.
+fn race_on(what: &str, dir: &str) -> TestResult {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let owner = Device::open().ctx("open")?;
+    let peer = Device::open().ctx("open second fd")?;
+    let path = format!("{dir}/knem-pin-race");
+    let f = pattern_file(&path, PAGE)?;
+    let fd = f.as_raw_fd();
+    let slot = Map::new(0, PAGE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)?;
+    let addr = slot.addr;
+    let base = Snapshot::take()?;
+    let marker: Vec<u8> = (0..PAGE as u64).map(|i| pat(SEED_WRITE, i)).collect();
+    let stop = AtomicBool::new(false);
+    let (mut pinned, mut refused, mut rounds) = (0u32, 0u32, 0u32);
+
+    let outcome = std::thread::scope(|s| -> TestResult<u64> {
+        let racer = s.spawn(|| -> TestResult<u64> {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                remap_page(addr, Some(fd))?;
+                remap_page(addr, None)?;
+                swaps += 1;
+            }
+            Ok(swaps)
+        });
+        let t0 = std::time::Instant::now();
+        let declared = (|| -> TestResult {
+            while rounds < RACE_ROUNDS && t0.elapsed() < RACE_TIME {
+                rounds += 1;
+                let iov = [Iovec::from_raw(addr, PAGE as u64)];
+                let c = match create(&owner, &iov, Protection::READ_WRITE) {
+                    Ok(c) => c,
+                    Err(e) if e.errno() == Some(Errno::EFAULT) => {
+                        refused += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(format!("{what}: region {rounds}: {e}")),
+                };
+                pinned += 1;
+                let wrote = peer.write_from(c, 0, &marker, None);
+                owner.destroy_region(c).ctx("destroy")?;
+                expect_success(&format!("{what}: write through region {rounds}"), wrote)?;
+                let now = file_bytes(&f, PAGE)?;
+                ensure!(
+                    (0..PAGE).all(|i| now[i] == pat(SEED_FILE, i as u64)),
+                    "{what}: region {rounds} (over anonymous memory when checked) write-pinned the file's page: a write through it changed the file ({pinned} pinned, {refused} EFAULT before)"
+                );
+            }
+            Ok(())
+        })();
+        stop.store(true, Ordering::Relaxed);
+        let swaps = racer.join().map_err(|_| "racer thread panicked")??;
+        declared.map(|()| swaps)
+    });
+    let swaps = outcome?;
+    drop(slot);
+    drop(f);
+    std::fs::remove_file(&path).ctx("remove the file")?;
+    println!(
+        "note file_write_pin_races_mmap: {what}: {rounds} regions declared during {swaps} file/anonymous swaps: {pinned} pinned anonymous memory, {refused} EFAULT"
+    );
+    // Both answers seen: the file really was mapped under some of the
+    // declarations, and anonymous memory under others.
+    ensure!(
+        pinned > 0 && refused > 0,
+        "{what}: the race never showed both mappings ({pinned} pinned, {refused} EFAULT in {rounds} rounds, {swaps} swaps)"
+    );
+    wait_for(&base, &format!("{what}: after the race"))
+}
+
+/// Item 5's rule holds against a racing mmap(): a thread of the caller
+/// that maps a file over the range while a write pin is checked and taken
+/// never gets the file's page write-pinned (before 6.5 the check and the
+/// pin were two steps of mmap_lock, and GUP did not look).
+pub fn file_write_pin_races_mmap() -> TestResult {
+    let ramfs = Mount::new("ramfs", None)?;
+    race_on("ramfs", &ramfs.dir)?;
+    drop(ramfs);
+    match scratch_ext4()? {
+        Some(dir) => race_on("ext4", &dir),
+        None => Ok(()),
+    }
+}

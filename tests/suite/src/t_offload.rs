@@ -472,3 +472,140 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
     drop(cg);
     Ok(())
 }
+
+/// CPU `n` taken offline for a test, back online on drop.
+struct OfflineCpu {
+    path: String,
+}
+
+impl OfflineCpu {
+    fn new(n: u32) -> TestResult<OfflineCpu> {
+        let path = format!("/sys/devices/system/cpu/cpu{n}/online");
+        std::fs::write(&path, "0").ctx(&format!("{path} = 0"))?;
+        Ok(OfflineCpu { path })
+    }
+
+    /// Online again; an error if the kernel refuses.
+    fn online(self) -> TestResult {
+        let r = std::fs::write(&self.path, "1").ctx(&format!("{} = 1", self.path));
+        std::mem::forget(self);
+        r
+    }
+}
+
+impl Drop for OfflineCpu {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.path, "1");
+    }
+}
+
+/// A CPU list as /proc and cgroupfs print it ("0-2,5"), as CPU numbers.
+fn cpu_list(s: &str) -> TestResult<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) else {
+            return Err(format!("CPU list {s:?}"));
+        };
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
+/// Thread `t` may run only on CPUs of `cg`'s cpuset (`what` says when).
+/// An offline CPU in its mask counts for nothing: it cannot run there,
+/// and a sleeping task's mask is fixed when it next wakes.
+fn within_cpuset(t: u32, cg: &TestCgroup, what: &str) -> TestResult {
+    let (cpus, set) = (cpus_allowed(t)?, cg.read("cpuset.cpus.effective")?);
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").ctx("cpu/online")?;
+    let (mine, allowed, online) = (cpu_list(&cpus)?, cpu_list(&set)?, cpu_list(&online)?);
+    ensure!(
+        mine.iter()
+            .all(|c| allowed.contains(c) || !online.contains(c)),
+        "{what}: offload thread may run on CPUs {cpus}, outside its submitter's cpuset {set}"
+    );
+    Ok(())
+}
+
+/// CPU hotplug never takes an offload thread off its submitter's CPUs.
+/// In the root cgroup, with its submitter on CPU 0, the thread stays on
+/// CPU 0 while CPU 1 goes offline and comes back (no kernel re-places it
+/// as CPUs come online), and its next copy completes.  In a cpuset group,
+/// a thread bound to CPU 1 is moved when CPU 1 goes, and the cpuset then
+/// places it on the cpuset's CPUs as it does every task of the group,
+/// never beyond them: checked after the CPU goes, comes back, and once
+/// the cpuset has shrunk to CPU 0 and the thread ran a copy.
+pub fn offload_thread_cpus_kept_across_hotplug() -> TestResult {
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    ensure!(ncpu >= 2, "needs 2 CPUs (tests/vm/run boots 2), has {ncpu}");
+    pin_to_cpu0()?;
+    let base = offload_threads(None)?.len();
+    let before = offload_threads(Some(std::process::id()))?;
+    let a = Copier::new(SEED ^ 3)?;
+    a.submit("copy before the hotplug")?;
+    a.check(SEED ^ 3, "copy before the hotplug")?;
+    let t = new_thread(&before, "copy before the hotplug")?;
+    let cpus = cpus_allowed(t)?;
+    ensure!(
+        cpus == "0",
+        "thread of a submitter on CPU 0 may run on CPUs {cpus}, expected 0"
+    );
+
+    let cpu1 = OfflineCpu::new(1)?;
+    let cpus = cpus_allowed(t)?;
+    ensure!(
+        cpus == "0",
+        "with CPU 1 offline the thread may run on CPUs {cpus}, expected 0"
+    );
+    cpu1.online()?;
+    let cpus = cpus_allowed(t)?;
+    ensure!(
+        cpus == "0",
+        "after CPU 1 went offline and came back the thread of a submitter on CPU 0 may run on CPUs {cpus}, expected 0"
+    );
+    // The same thread runs the next copy.
+    ensure!(a.array.reset(1), "reset slot 1");
+    a.mem.write(PAGE, &[0u8; PAGE]);
+    a.submit("copy after the hotplug")?;
+    a.check(SEED ^ 3, "copy after the hotplug")?;
+    let now = offload_threads(Some(std::process::id()))?;
+    ensure!(
+        now.len() == before.len() + 1 && now.contains(&t),
+        "after the hotplug: offload threads {now:?}, expected {t} and {before:?}"
+    );
+    drop(a);
+    wait_threads(base, "after closing the root group's fd")?;
+
+    // In a cpuset group: a thread bound to CPU 1.
+    let cg = TestCgroup::new()?;
+    let before = offload_threads(Some(std::process::id()))?;
+    let dev = Device::open().ctx("open")?;
+    dev.bind_offload(&BindOffload::Custom(CpuMask::from_cpus([1])))
+        .ctx("BIND_OFFLOAD CUSTOM {1}")?;
+    let b = Copier::with_device(dev, SEED ^ 4)?;
+    b.submit("copy bound to CPU 1")?;
+    b.check(SEED ^ 4, "copy bound to CPU 1")?;
+    let tb = new_thread(&before, "copy bound to CPU 1")?;
+    within_cpuset(tb, &cg, "bound to CPU 1")?;
+    let cpu1 = OfflineCpu::new(1)?;
+    within_cpuset(tb, &cg, "CPU 1 offline")?;
+    cpu1.online()?;
+    within_cpuset(tb, &cg, "CPU 1 back online")?;
+    // The cpuset moves a thread in its group at once; one the kernel left
+    // in the root group (5.10) is moved before its next request runs.
+    cg.write("cpuset.cpus", "0")?;
+    ensure!(b.array.reset(1), "reset slot 1");
+    b.mem.write(PAGE, &[0u8; PAGE]);
+    b.submit("copy after the cpuset shrank to CPU 0")?;
+    b.check(SEED ^ 4, "copy after the cpuset shrank to CPU 0")?;
+    within_cpuset(tb, &cg, "cpuset shrunk to CPU 0")?;
+    let cpus = cpus_allowed(tb)?;
+    ensure!(
+        cpus == "0",
+        "in a cpuset of CPU 0 the thread may run on CPUs {cpus}"
+    );
+    drop(b);
+    wait_threads(base, "after closing")?;
+    drop(cg);
+    Ok(())
+}
