@@ -20,6 +20,24 @@ const SEED_FILE: u8 = 0x6d;
 const SEED_SRC: u8 = 0x19;
 const SEED_WRITE: u8 = 0xc4;
 
+/// `mmap(at, len, READ|WRITE, flags, fd, 0)`: the address.  At `at` only
+/// with MAP_FIXED over memory the caller owns (a [`Map`] of the test).
+fn mmap_rw(at: u64, len: usize, flags: libc::c_int, fd: libc::c_int) -> TestResult<u64> {
+    // SAFETY: a new mapping, or (MAP_FIXED) one over the caller's own.
+    let p = unsafe {
+        libc::mmap(
+            at as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    ensure!(p != libc::MAP_FAILED, "mmap: {}", Errno::last());
+    Ok(p as u64)
+}
+
 /// A mapping of `len` bytes, unmapped on drop.
 ///
 /// # Invariants
@@ -33,22 +51,9 @@ struct Map {
 impl Map {
     /// `mmap(at, len, READ|WRITE, flags, fd, 0)`.
     fn new(at: u64, len: usize, flags: libc::c_int, fd: libc::c_int) -> TestResult<Self> {
-        // SAFETY: a new mapping, at `at` only with MAP_FIXED over memory
-        // the caller owns (another Map of this test).
-        let p = unsafe {
-            libc::mmap(
-                at as *mut libc::c_void,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd,
-                0,
-            )
-        };
-        ensure!(p != libc::MAP_FAILED, "mmap: {}", Errno::last());
         // INVARIANT: just mapped, owned by us.
         Ok(Self {
-            addr: p as u64,
+            addr: mmap_rw(at, len, flags, fd)?,
             len,
         })
     }
@@ -454,19 +459,8 @@ fn remap_page(addr: u64, fd: Option<libc::c_int>) -> TestResult {
             -1,
         ),
     };
-    // SAFETY: MAP_FIXED over the one page the caller owns (a Map of the
-    // test), which stays mapped, by one object or the other.
-    let p = unsafe {
-        libc::mmap(
-            addr as *mut libc::c_void,
-            PAGE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            fd,
-            0,
-        )
-    };
-    ensure!(p as u64 == addr, "mmap MAP_FIXED: {}", Errno::last());
+    let at = mmap_rw(addr, PAGE, flags, fd)?;
+    ensure!(at == addr, "mmap MAP_FIXED at {addr:#x} gave {at:#x}");
     Ok(())
 }
 

@@ -116,6 +116,22 @@ impl Copier {
         wait_slot_success(&self.array, 1, what)?;
         check_bytes(what, &self.mem.read(PAGE, PAGE), |i| pat(seed, i as u64))
     }
+
+    /// The fd's first copy, checked; returns the offload thread it
+    /// started, the one of this process not in `before`.
+    fn first_copy(&self, seed: u8, what: &str, before: &[u32]) -> TestResult<u32> {
+        self.submit(what)?;
+        self.check(seed, what)?;
+        new_thread(before, what)
+    }
+
+    /// The copy once more, into a cleared destination, checked.
+    fn again(&self, seed: u8, what: &str) -> TestResult {
+        ensure!(self.array.reset(1), "{what}: reset slot 1");
+        self.mem.write(PAGE, &[0u8; PAGE]);
+        self.submit(what)?;
+        self.check(seed, what)
+    }
 }
 
 /// Idle fds the bound test opens: 10,000 unless KNEM_SUITE_IDLE_FDS says
@@ -397,9 +413,7 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
     // at mmap must fail on where it runs, not on when it started.)
     let before = offload_threads(Some(std::process::id()))?;
     let a = Copier::new(SEED)?;
-    a.submit("default-bound copy")?;
-    a.check(SEED, "default-bound copy")?;
-    let ta = new_thread(&before, "default-bound copy")?;
+    let ta = a.first_copy(SEED, "default-bound copy", &before)?;
     let cpus = cpus_allowed(ta)?;
     ensure!(
         cpus == "0",
@@ -434,9 +448,7 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
         .bind_offload(&BindOffload::Custom(CpuMask::from_cpus([1])))
         .ctx("BIND_OFFLOAD CUSTOM {1}")?;
     let b = Copier::with_device(b_dev, SEED ^ 1)?;
-    b.submit("copy bound to CPU 1")?;
-    b.check(SEED ^ 1, "copy bound to CPU 1")?;
-    let tb = new_thread(&before, "copy bound to CPU 1")?;
+    let tb = b.first_copy(SEED ^ 1, "copy bound to CPU 1", &before)?;
     let cpus = cpus_allowed(tb)?;
     let want = if joined { "1" } else { "0" };
     ensure!(
@@ -452,9 +464,11 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
         .bind_offload(&BindOffload::Custom(CpuMask::from_cpus([1])))
         .ctx("BIND_OFFLOAD CUSTOM {1} in a cpuset of CPU 0")?;
     let c = Copier::with_device(c_dev, SEED ^ 2)?;
-    c.submit("copy bound to CPU 1 in a cpuset of CPU 0")?;
-    c.check(SEED ^ 2, "copy bound to CPU 1 in a cpuset of CPU 0")?;
-    let tc = new_thread(&before, "copy bound to CPU 1 in a cpuset of CPU 0")?;
+    let tc = c.first_copy(
+        SEED ^ 2,
+        "copy bound to CPU 1 in a cpuset of CPU 0",
+        &before,
+    )?;
     let cpus = cpus_allowed(tc)?;
     ensure!(
         cpus == "0",
@@ -542,9 +556,7 @@ pub fn offload_thread_cpus_kept_across_hotplug() -> TestResult {
     let base = offload_threads(None)?.len();
     let before = offload_threads(Some(std::process::id()))?;
     let a = Copier::new(SEED ^ 3)?;
-    a.submit("copy before the hotplug")?;
-    a.check(SEED ^ 3, "copy before the hotplug")?;
-    let t = new_thread(&before, "copy before the hotplug")?;
+    let t = a.first_copy(SEED ^ 3, "copy before the hotplug", &before)?;
     let cpus = cpus_allowed(t)?;
     ensure!(
         cpus == "0",
@@ -564,10 +576,7 @@ pub fn offload_thread_cpus_kept_across_hotplug() -> TestResult {
         "after CPU 1 went offline and came back the thread of a submitter on CPU 0 may run on CPUs {cpus}, expected 0"
     );
     // The same thread runs the next copy.
-    ensure!(a.array.reset(1), "reset slot 1");
-    a.mem.write(PAGE, &[0u8; PAGE]);
-    a.submit("copy after the hotplug")?;
-    a.check(SEED ^ 3, "copy after the hotplug")?;
+    a.again(SEED ^ 3, "copy after the hotplug")?;
     let now = offload_threads(Some(std::process::id()))?;
     ensure!(
         now.len() == before.len() + 1 && now.contains(&t),
@@ -583,9 +592,7 @@ pub fn offload_thread_cpus_kept_across_hotplug() -> TestResult {
     dev.bind_offload(&BindOffload::Custom(CpuMask::from_cpus([1])))
         .ctx("BIND_OFFLOAD CUSTOM {1}")?;
     let b = Copier::with_device(dev, SEED ^ 4)?;
-    b.submit("copy bound to CPU 1")?;
-    b.check(SEED ^ 4, "copy bound to CPU 1")?;
-    let tb = new_thread(&before, "copy bound to CPU 1")?;
+    let tb = b.first_copy(SEED ^ 4, "copy bound to CPU 1", &before)?;
     within_cpuset(tb, &cg, "bound to CPU 1")?;
     let cpu1 = OfflineCpu::new(1)?;
     within_cpuset(tb, &cg, "CPU 1 offline")?;
@@ -594,10 +601,7 @@ pub fn offload_thread_cpus_kept_across_hotplug() -> TestResult {
     // The cpuset moves a thread in its group at once; one the kernel left
     // in the root group (5.10) is moved before its next request runs.
     cg.write("cpuset.cpus", "0")?;
-    ensure!(b.array.reset(1), "reset slot 1");
-    b.mem.write(PAGE, &[0u8; PAGE]);
-    b.submit("copy after the cpuset shrank to CPU 0")?;
-    b.check(SEED ^ 4, "copy after the cpuset shrank to CPU 0")?;
+    b.again(SEED ^ 4, "copy after the cpuset shrank to CPU 0")?;
     within_cpuset(tb, &cg, "cpuset shrunk to CPU 0")?;
     let cpus = cpus_allowed(tb)?;
     ensure!(
