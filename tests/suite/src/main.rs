@@ -106,6 +106,7 @@ const TESTS: &[Test] = &[
     ("fatal_signal_stops_long_dma_copy",        t_dma::fatal_signal_stops_long_dma_copy),
     ("dma_overlapping_destination",             t_dma::overlapping_destination),
     ("dma_async_batches_bounded",               t_dma::async_batches_bounded),
+    ("dma_async_batches_charged",               t_dma::async_batches_charged),
     // Issue 4: hardening.
     ("memlock_limit_enforced",                  t_harden::memlock_limit_enforced),
     ("memlock_refusals_counted",                t_harden::memlock_refusals_counted),

@@ -4,6 +4,7 @@
 //! without doing anything when it is absent (the plain suite run).
 
 use crate::ensure;
+use crate::t_offload::TestCgroup;
 use crate::util::*;
 use knem::{
     Cookie, CopyFlags, CopyRequest, Device, InlineCopyRequest, Iovec, Protection, RegionFlags,
@@ -954,4 +955,89 @@ pub fn timeout_isolated_on_close() -> TestResult {
     reap_abandoned_batch("after the close")?;
     eprintln!("fd A closed in {took:?}; fd B made {copies} copies meanwhile");
     Ok(())
+}
+
+/// `key` of the group's memory.stat, in bytes.
+fn memory_stat(cg: &TestCgroup, key: &str) -> TestResult<u64> {
+    let s = cg.read("memory.stat")?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
+        .ok_or_else(|| format!("memory.stat has no {key}"))
+}
+
+/// What the module holds for an ASYNCDMACOMPLETE request in flight is
+/// charged to the submitter's memory cgroup: 4096 parked one-page reads
+/// raise the group's unreclaimable slab by at least 4 KiB each (the shim's
+/// batch and its piece array; the core's request alone is far less), and
+/// it falls back once they have completed.
+pub fn async_batches_charged() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    const N: usize = 4096;
+    const PER_REQUEST: u64 = 4096;
+    let _k = Knobs;
+    let cg = TestCgroup::with(&["memory"])?;
+    let dev = Device::open().ctx("open")?;
+    let array = dev.map_status_array(PAGE).ctx("mmap")?;
+    let src = Mem::new(1)?;
+    src.write(
+        0,
+        &(0..PAGE as u64).map(|i| pat(SEED, i)).collect::<Vec<_>>(),
+    );
+    let k = region_at(&dev, &src, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
+    let locals = Mem::new(N)?;
+    let flags = CopyFlags::DMA | CopyFlags::ASYNC_DMA_COMPLETE;
+    let slab = || memory_stat(&cg, "slab_unreclaimable");
+    let before = slab()?;
+    set_provider_param("stall", 1_000_000)?;
+    let submit = || -> TestResult<u64> {
+        for i in 0..N {
+            let iov = [Iovec::from_raw(locals.addr(i * PAGE), PAGE as u64)];
+            // SAFETY: our scratch mapping, only read after its slot.
+            let r = unsafe { dev.read_into_async(k, 0, &iov, None, i as u32, flags) };
+            expect_pending(&format!("request {i}"), r)?;
+        }
+        slab()
+    };
+    let during = submit();
+    set_provider_param("stall", 0)?;
+    let during = during?;
+    for i in 0..N {
+        let st = wait_slot(&array, i as u32, &format!("request {i}"))?;
+        ensure!(st == Status::Success, "request {i}: {st}");
+    }
+    for p in [0, N / 2, N - 1] {
+        check_bytes(
+            &format!("request into page {p}"),
+            &locals.read(p * PAGE, PAGE),
+            |b| pat(SEED, b as u64),
+        )?;
+    }
+    let charged = during.saturating_sub(before);
+    ensure!(
+        charged >= N as u64 * PER_REQUEST,
+        "{N} requests in flight raised the group's unreclaimable slab by {charged} bytes ({} per request), expected at least {PER_REQUEST} each",
+        charged / N as u64
+    );
+    // Completed requests give it back (their batches are freed by a work
+    // item after the last callback).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = slab()?;
+        if now < before + charged / 4 {
+            println!(
+                "note dma_async_batches_charged: {N} requests in flight charged {charged} bytes of slab ({} per request), {} left after",
+                charged / N as u64,
+                now.saturating_sub(before)
+            );
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "5 s after the {N} requests completed the group's unreclaimable slab is {} bytes above where it was, {charged} at its height",
+            now - before
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

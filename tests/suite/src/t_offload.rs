@@ -253,15 +253,22 @@ pub fn offload_threads_bounded() -> TestResult {
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// cgroup2 at /sys/fs/cgroup (mounted here if it is not), a child group
-/// for this process with the pids and cpuset controllers, undone on drop.
-struct TestCgroup {
+/// for this process with some controllers, undone on drop.
+pub(crate) struct TestCgroup {
     path: String,
     mounted: bool,
     old_subtree: String,
+    controllers: &'static [&'static str],
 }
 
 impl TestCgroup {
+    /// With the pids and cpuset controllers.
     fn new() -> TestResult<TestCgroup> {
+        TestCgroup::with(&["pids", "cpuset"])
+    }
+
+    /// With `controllers` enabled for the group.
+    pub(crate) fn with(controllers: &'static [&'static str]) -> TestResult<TestCgroup> {
         let ctl = format!("{CGROUP_ROOT}/cgroup.controllers");
         let mut mounted = false;
         if std::fs::metadata(&ctl).is_err() {
@@ -286,11 +293,13 @@ impl TestCgroup {
         let old_subtree = std::fs::read_to_string(&subtree).ctx(&subtree)?;
         // From here on, drop undoes whatever was done.
         let cg = TestCgroup {
-            path: format!("{CGROUP_ROOT}/knem-offload-{}", std::process::id()),
+            path: format!("{CGROUP_ROOT}/knem-test-{}", std::process::id()),
             mounted,
             old_subtree,
+            controllers,
         };
-        std::fs::write(&subtree, "+pids +cpuset").ctx("enable pids and cpuset")?;
+        let enable: Vec<String> = controllers.iter().map(|c| format!("+{c}")).collect();
+        std::fs::write(&subtree, enable.join(" ")).ctx(&format!("enable {controllers:?}"))?;
         std::fs::create_dir(&cg.path).ctx(&cg.path)?;
         cg.join(std::process::id())?;
         Ok(cg)
@@ -301,7 +310,7 @@ impl TestCgroup {
             .ctx(&format!("move {pid} into {}", self.path))
     }
 
-    fn read(&self, file: &str) -> TestResult<String> {
+    pub(crate) fn read(&self, file: &str) -> TestResult<String> {
         let p = format!("{}/{file}", self.path);
         Ok(std::fs::read_to_string(&p).ctx(&p)?.trim().to_string())
     }
@@ -327,7 +336,8 @@ impl Drop for TestCgroup {
         while std::fs::remove_dir(&self.path).is_err() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let undo: Vec<String> = ["pids", "cpuset"]
+        let undo: Vec<String> = self
+            .controllers
             .iter()
             .filter(|c| !self.old_subtree.split_whitespace().any(|o| o == **c))
             .map(|c| format!("-{c}"))
