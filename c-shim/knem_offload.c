@@ -270,9 +270,9 @@ void knem_shim_ctx_unlock(void *shim)
  * A thread that could not join the submitter's cgroup v2 group (see
  * knem_joined_dfl_cgroup()) is not moved when the submitter's cpuset
  * changes, so before each wake-up it is brought back within the CPUs the
- * submitting task may use now: the fd's choice among them, else all of
- * them.  It may sit idle elsewhere meanwhile, but never runs a request
- * there.  One subset test when nothing changed.
+ * submitting task may use now: the fd's choice among them, else (none of
+ * those online) all of them.  It may sit idle elsewhere meanwhile, but
+ * never runs a request there.  One subset test when nothing changed.
  */
 static void knem_thread_follow(struct knem_file *kf, struct task_struct *t)
 {
@@ -282,7 +282,8 @@ static void knem_thread_follow(struct knem_file *kf, struct task_struct *t)
 	    cpumask_subset(t->cpus_ptr, current->cpus_ptr))
 		return;
 	mutex_lock(&kf->status_lock);
-	if (!cpumask_and(m, kf->thread_mask, current->cpus_ptr))
+	cpumask_and(m, kf->thread_mask, current->cpus_ptr);
+	if (!cpumask_intersects(m, cpu_online_mask))
 		cpumask_copy(m, current->cpus_ptr);
 	set_cpus_allowed_ptr(t, m);
 	mutex_unlock(&kf->status_lock);
