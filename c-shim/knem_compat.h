@@ -65,6 +65,22 @@ static inline long knem_pin_user_pages_locked(unsigned long start,
 }
 
 /*
+ * KNEM_KMEMCG_PAGE_TYPE: before 5.11 a page charged to a memcg as kernel
+ * memory carries the Kmemcg page type, kept in the word the mapcount uses,
+ * so vm_insert_page() refuses it (EINVAL) and no process can map it.  The
+ * pages the shim maps into a process (the status array) are then not
+ * charged; since, they are.
+ */
+static inline gfp_t knem_gfp_user_mapped(void)
+{
+#ifdef KNEM_KMEMCG_PAGE_TYPE
+	return GFP_KERNEL;
+#else
+	return GFP_KERNEL_ACCOUNT;
+#endif
+}
+
+/*
  * KNEM_NO_VM_FLAGS_SET: before 6.3 a driver's mmap handler sets VMA flags
  * by writing vm_flags; since, only through vm_flags_set().  Either way the
  * caller holds mmap_lock for writing.

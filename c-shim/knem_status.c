@@ -97,11 +97,12 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 	if (!array)
 		return -ENOMEM;
 	/*
-	 * The size is the caller's choice: charge it to the caller's memcg,
-	 * and fail with ENOMEM rather than wake the OOM killer or print an
+	 * The size is the caller's choice: charge it to the caller's memcg
+	 * (where the kernel can map charged pages, knem_compat.h), and fail
+	 * with ENOMEM rather than wake the OOM killer or print an
 	 * allocation-failure splat.  vmalloc_user() would do neither.
 	 */
-	array->slots = __vmalloc(len, GFP_KERNEL_ACCOUNT | __GFP_ZERO |
+	array->slots = __vmalloc(len, knem_gfp_user_mapped() | __GFP_ZERO |
 				      __GFP_NOWARN | __GFP_RETRY_MAYFAIL);
 	if (!array->slots) {
 		err = -ENOMEM;

@@ -127,6 +127,7 @@ const TESTS: &[Test] = &[
     // Bounds on one user's kernel resources.
     ("regions_per_user_bounded",                t_bounds::regions_per_user_bounded),
     ("status_array_map_shared_only",            t_bounds::status_array_map_shared_only),
+    ("status_array_in_memory_cgroup",           t_offload::status_array_in_memory_cgroup),
     ("status_array_not_inherited_after_dofork", t_bounds::status_array_not_inherited_after_dofork),
     ("fatal_signal_stops_long_copy",            t_bounds::fatal_signal_stops_long_copy),
     ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),

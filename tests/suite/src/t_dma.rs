@@ -957,14 +957,6 @@ pub fn timeout_isolated_on_close() -> TestResult {
     Ok(())
 }
 
-/// `key` of the group's memory.stat, in bytes.
-fn memory_stat(cg: &TestCgroup, key: &str) -> TestResult<u64> {
-    let s = cg.read("memory.stat")?;
-    s.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
-        .ok_or_else(|| format!("memory.stat has no {key}"))
-}
-
 /// What the module holds for an ASYNCDMACOMPLETE request in flight is
 /// charged to the submitter's memory cgroup: 4096 parked one-page reads
 /// raise the group's unreclaimable slab by at least 4 KiB each (the shim's
@@ -988,7 +980,10 @@ pub fn async_batches_charged() -> TestResult {
     let k = region_at(&dev, &src, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
     let locals = Mem::new(N)?;
     let flags = CopyFlags::DMA | CopyFlags::ASYNC_DMA_COMPLETE;
-    let slab = || memory_stat(&cg, "slab_unreclaimable");
+    let slab = || {
+        cg.memory_stat("slab_unreclaimable")?
+            .ok_or_else(|| "memory.stat has no slab_unreclaimable".to_string())
+    };
     let before = slab()?;
     set_provider_param("stall", 1_000_000)?;
     let submit = || -> TestResult<u64> {
