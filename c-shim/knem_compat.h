@@ -14,6 +14,7 @@
 #include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
+#include <linux/pagemap.h>
 #include <linux/slab.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
@@ -39,9 +40,9 @@ static inline bool knem_ro_pin_needs_cow_break(void)
  * it lost in 6.5, the release whose GUP started refusing long-term write
  * pins of shared file mappings that track writes (knem_pin.c).  The two
  * came together, and the signature is what a probe can read: with it, GUP
- * pins whatever it finds mapped, and the shim must check and pin under one
- * hold of mmap_lock.  pin_user_pages() is the variant whose caller holds
- * mmap_lock; it never drops it.
+ * pins whatever it finds mapped, and the shim checks the pages it pinned
+ * (or checks and pins under one hold of mmap_lock).  pin_user_pages() is
+ * the variant whose caller holds mmap_lock; it never drops it.
  */
 static inline bool knem_gup_refuses_file_write_pins(void)
 {
@@ -61,6 +62,16 @@ static inline long knem_pin_user_pages_locked(unsigned long start,
 	return pin_user_pages(start, nr, gup_flags, pages, NULL);
 #else
 	return pin_user_pages(start, nr, gup_flags, pages);
+#endif
+}
+
+/* The file a pinned page belongs to; needed only where GUP lacks the rule. */
+static inline struct address_space *knem_page_mapping(struct page *page)
+{
+#ifdef KNEM_GUP_PIN_VMAS
+	return page_mapping(page);
+#else
+	return NULL;
 #endif
 }
 

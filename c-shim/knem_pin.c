@@ -127,34 +127,84 @@ static long knem_write_pin_span(struct mm_struct *mm, u64 start, u64 nr)
 }
 
 /*
+ * Before 6.5 GUP pins whatever it finds mapped as it walks, so another
+ * thread of the caller may have mapped a file over the range between the
+ * check above and the pin.  Anonymous pages are always fine.  Any other
+ * page must belong to the file of the shared VMA that maps its address
+ * now, one the rule lets take write pins: that file's filesystem tracks no
+ * writes, whatever happened in between.  Caller holds mmap_lock.
+ */
+static bool knem_write_pins_allowed(struct mm_struct *mm, u64 start,
+				    struct page **pages, long nr)
+{
+	struct vm_area_struct *vma = NULL;
+	u64 addr;
+	long i;
+
+	for (i = 0; i < nr; i++) {
+		if (PageAnon(pages[i]))
+			continue;
+		addr = start + ((u64)i << PAGE_SHIFT);
+		if (!vma || addr >= vma->vm_end)
+			vma = knem_vma_lookup(mm, addr);
+		if (!vma || !(vma->vm_flags & VM_SHARED) || !vma->vm_file ||
+		    knem_vma_refuses_write_pin(vma) ||
+		    knem_page_mapping(pages[i]) != vma->vm_file->f_mapping)
+			return false;
+	}
+	return true;
+}
+
+static bool knem_all_anon(struct page **pages, long nr)
+{
+	long i;
+
+	for (i = 0; i < nr; i++)
+		if (!PageAnon(pages[i]))
+			return false;
+	return true;
+}
+
+/*
  * A long-term write pin of up to nr pages from start, within the span the
  * rule above allows.  Where GUP applies the rule itself (6.5+), the check
- * only makes the answer a short count before the refused VMA, and the pin
- * takes the fast path.  Before, GUP pins whatever is mapped when it walks:
- * another thread of the caller that maps a file over the range between a
- * check and the pin would get its file pages pinned for writing, so the
- * check and the pin share one hold of mmap_lock, which that mmap() needs
- * for writing.  pin_user_pages() never drops the lock it is given.
+ * only makes the answer a short count before the refused VMA.  Before,
+ * the pages the fast pin took are checked afterwards: all anonymous (what
+ * MPI buffers are) costs one pass over them; otherwise, under mmap_lock,
+ * knem_write_pins_allowed(), and when that fails, the pin is taken again
+ * with the check and pin_user_pages() under one hold of mmap_lock, which
+ * a racing mmap() needs for writing (that variant never drops the lock).
  */
 static long knem_pin_for_write(u64 start, u64 nr, unsigned int gup_flags,
 			       struct page **pages)
 {
 	struct mm_struct *mm = current->mm;
-	long todo;
+	long todo, pinned;
 
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
 	todo = knem_write_pin_span(mm, start, nr);
-	if (todo > 0 && !knem_gup_refuses_file_write_pins()) {
-		todo = knem_pin_user_pages_locked(start, todo, gup_flags,
-						  pages);
-		mmap_read_unlock(mm);
-		return todo;
-	}
 	mmap_read_unlock(mm);
 	if (todo < 0)
 		return todo;
-	return pin_user_pages_fast(start, todo, gup_flags, pages);
+	pinned = pin_user_pages_fast(start, todo, gup_flags, pages);
+	if (pinned <= 0 || knem_gup_refuses_file_write_pins() ||
+	    knem_all_anon(pages, pinned))
+		return pinned;
+
+	if (mmap_read_lock_killable(mm)) {
+		unpin_user_pages(pages, pinned);
+		return -EINTR;
+	}
+	if (!knem_write_pins_allowed(mm, start, pages, pinned)) {
+		unpin_user_pages(pages, pinned);
+		pinned = knem_write_pin_span(mm, start, pinned);
+		if (pinned > 0)
+			pinned = knem_pin_user_pages_locked(start, pinned,
+							    gup_flags, pages);
+	}
+	mmap_read_unlock(mm);
+	return pinned;
 }
 
 long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
