@@ -57,6 +57,16 @@ fn ensure_provider() -> TestResult<bool> {
     Ok(true)
 }
 
+/// One page holding [`SEED`]'s pattern.
+fn seed_page() -> TestResult<Mem> {
+    let m = Mem::new(1)?;
+    m.write(
+        0,
+        &(0..PAGE as u64).map(|i| pat(SEED, i)).collect::<Vec<_>>(),
+    );
+    Ok(m)
+}
+
 /// Puts the provider's knobs back to their defaults when dropped.
 struct Knobs;
 
@@ -838,11 +848,7 @@ pub fn async_batches_bounded() -> TestResult {
     let array = dev.map_status_array(PAGE).ctx("mmap")?;
     let other = Device::open().ctx("open another fd")?;
     let other_array = other.map_status_array(PAGE).ctx("mmap another")?;
-    let src = Mem::new(1)?;
-    src.write(
-        0,
-        &(0..PAGE as u64).map(|i| pat(SEED, i)).collect::<Vec<_>>(),
-    );
+    let src = seed_page()?;
     let k = region_at(&dev, &src, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
     let ko = region_at(&other, &src, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
     let locals = Mem::new(MAX + 2)?;
@@ -972,11 +978,7 @@ pub fn async_batches_charged() -> TestResult {
     let cg = TestCgroup::with(&["memory"])?;
     let dev = Device::open().ctx("open")?;
     let array = dev.map_status_array(PAGE).ctx("mmap")?;
-    let src = Mem::new(1)?;
-    src.write(
-        0,
-        &(0..PAGE as u64).map(|i| pat(SEED, i)).collect::<Vec<_>>(),
-    );
+    let src = seed_page()?;
     let k = region_at(&dev, &src, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
     let locals = Mem::new(N)?;
     let flags = CopyFlags::DMA | CopyFlags::ASYNC_DMA_COMPLETE;
