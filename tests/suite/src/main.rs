@@ -107,6 +107,7 @@ const TESTS: &[Test] = &[
     ("dma_overlapping_destination",             t_dma::overlapping_destination),
     ("dma_async_batches_bounded",               t_dma::async_batches_bounded),
     ("dma_async_batches_charged",               t_dma::async_batches_charged),
+    ("dma_async_pieces_bounded",                t_dma::async_pieces_bounded),
     // Issue 4: hardening.
     ("memlock_limit_enforced",                  t_harden::memlock_limit_enforced),
     ("memlock_refusals_counted",                t_harden::memlock_refusals_counted),

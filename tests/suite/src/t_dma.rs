@@ -1038,3 +1038,98 @@ pub fn async_batches_charged() -> TestResult {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Past 65536 pieces that one fd's ASYNCDMACOMPLETE requests keep mapped
+/// (256 MiB), a submission waits for its own pieces before it maps more.
+/// With the engine parking everything, four 64 MiB reads (one batch of
+/// 16384 pieces each) reach the bound and return PENDING at once; a fifth
+/// of two pages parks its first piece and does not return while the
+/// engine holds it.  Once the engine runs again, it returns and all five
+/// end SUCCESS with their bytes.
+pub fn async_pieces_bounded() -> TestResult {
+    if !ensure_provider()? {
+        return Ok(());
+    }
+    const BIG: usize = 16384;
+    const FILL: usize = 4;
+    let _k = Knobs;
+    let _t = DmaTimeout::set(120_000);
+    let dev = Device::open().ctx("open")?;
+    let array = dev.map_status_array(8).ctx("mmap")?;
+    let src = seed_page()?;
+    let iovs: Vec<Iovec> = (0..BIG)
+        .map(|_| Iovec::from_raw(src.addr(0), PAGE as u64))
+        .collect();
+    // SAFETY: src lives until the region is destroyed, and is only read.
+    let k = unsafe { dev.create_region_raw(&iovs, Protection::READ, RegionFlags::NONE) }
+        .ctx("region of one page 16384 times")?;
+    let locals = Mem::new(FILL * BIG + 2)?;
+    let flags = CopyFlags::DMA | CopyFlags::ASYNC_DMA_COMPLETE;
+    // Addresses, not the mapping: the fifth read runs on another thread.
+    let at = |page: usize| locals.addr(page * PAGE);
+    let read = |addr: u64, pages: usize, idx: u32| {
+        let iov = [Iovec::from_raw(addr, (pages * PAGE) as u64)];
+        // SAFETY: our scratch mapping, only read after its slot.
+        unsafe { dev.read_into_async(k, 0, &iov, None, idx, flags) }
+    };
+    let parked = (FILL * BIG + 1) as u64;
+    set_provider_param("stall", parked)?;
+    let run = || -> TestResult {
+        for i in 0..FILL {
+            expect_pending(
+                &format!("64 MiB read {i}"),
+                read(at(i * BIG), BIG, i as u32),
+            )?;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fifth = at(FILL * BIG);
+        std::thread::scope(|s| -> TestResult {
+            s.spawn(|| {
+                let _ = tx.send(read(fifth, 2, FILL as u32).map_err(|e| e.to_string()));
+            });
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while provider_param("stalled")? < parked {
+                ensure!(
+                    Instant::now() < deadline,
+                    "the engine parked {} of {parked} pieces in 60 s",
+                    provider_param("stalled")?
+                );
+                if let Ok(r) = rx.try_recv() {
+                    return Err(format!("the read past 65536 pieces returned ({r:?}) before its first piece was parked"));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Ok(r) = rx.recv_timeout(Duration::from_millis(500)) {
+                return Err(format!(
+                    "the read past 65536 pieces in flight returned ({r:?}) while the engine held its first piece; expected it to wait for that piece"
+                ));
+            }
+            set_provider_param("stall", 0)?;
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(Ok(Status::Pending | Status::Success)) => Ok(()),
+                Ok(r) => Err(format!(
+                    "the read past the bound, once the engine ran: {r:?}"
+                )),
+                Err(_) => Err(
+                    "the read past the bound did not return 60 s after the engine ran again".into(),
+                ),
+            }
+        })
+    };
+    let r = run();
+    set_provider_param("stall", 0)?;
+    r?;
+    for i in 0..=FILL {
+        let st = wait_slot(&array, i as u32, &format!("read {i}"))?;
+        ensure!(st == Status::Success, "read {i}: {st}");
+    }
+    for p in (0..FILL * BIG + 2)
+        .step_by(BIG / 4)
+        .chain([FILL * BIG, FILL * BIG + 1])
+    {
+        check_bytes(&format!("page {p}"), &locals.read(p * PAGE, PAGE), |b| {
+            pat(SEED, b as u64)
+        })?;
+    }
+    dev.destroy_region(k).ctx("destroy")
+}
