@@ -62,22 +62,15 @@ int knem_offload_init(struct knem_file *kf)
 	init_waitqueue_head(&kf->notify_wq);
 	if (!zalloc_cpumask_var(&kf->bind_mask, GFP_KERNEL))
 		return -ENOMEM;
-	if (!zalloc_cpumask_var(&kf->thread_mask, GFP_KERNEL))
-		goto free_bind;
-	if (!zalloc_cpumask_var(&kf->follow_mask, GFP_KERNEL))
-		goto free_thread;
+	if (!zalloc_cpumask_var(&kf->thread_mask, GFP_KERNEL)) {
+		free_cpumask_var(kf->bind_mask);
+		return -ENOMEM;
+	}
 	return 0;
-
-free_thread:
-	free_cpumask_var(kf->thread_mask);
-free_bind:
-	free_cpumask_var(kf->bind_mask);
-	return -ENOMEM;
 }
 
 void knem_offload_free(struct knem_file *kf)
 {
-	free_cpumask_var(kf->follow_mask);
 	free_cpumask_var(kf->thread_mask);
 	free_cpumask_var(kf->bind_mask);
 }
@@ -271,22 +264,26 @@ void knem_shim_ctx_unlock(void *shim)
  * knem_joined_dfl_cgroup()) is not moved when the submitter's cpuset
  * changes, so before each wake-up it is brought back within the CPUs the
  * submitting task may use now: the fd's choice among them, else (none of
- * those online) all of them.  It may sit idle elsewhere meanwhile, but
- * never runs a request there.  One subset test when nothing changed.
+ * those online, or no memory for the mask) all of them.  It may sit idle
+ * elsewhere meanwhile, but never runs a request there.  One subset test
+ * when nothing changed; thread_mask is fixed once the thread exists.
  */
 static void knem_thread_follow(struct knem_file *kf, struct task_struct *t)
 {
-	struct cpumask *m = kf->follow_mask;
+	cpumask_var_t m;
 
 	if (!kf->thread_outside_cgroup ||
 	    cpumask_subset(t->cpus_ptr, current->cpus_ptr))
 		return;
-	mutex_lock(&kf->status_lock);
+	if (!alloc_cpumask_var(&m, GFP_KERNEL)) {
+		set_cpus_allowed_ptr(t, current->cpus_ptr);
+		return;
+	}
 	cpumask_and(m, kf->thread_mask, current->cpus_ptr);
 	if (!cpumask_intersects(m, cpu_online_mask))
 		cpumask_copy(m, current->cpus_ptr);
 	set_cpus_allowed_ptr(t, m);
-	mutex_unlock(&kf->status_lock);
+	free_cpumask_var(m);
 }
 
 void knem_shim_ctx_kick(void *shim)

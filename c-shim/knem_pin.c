@@ -126,22 +126,33 @@ static long knem_write_pin_span(struct mm_struct *mm, u64 start, u64 nr)
 	return min(ok, nr);
 }
 
+/* The first of pages[0..nr) that is not anonymous; nr when all are. */
+static long knem_first_file_page(struct page **pages, long nr)
+{
+	long i;
+
+	for (i = 0; i < nr && PageAnon(pages[i]); i++)
+		;
+	return i;
+}
+
 /*
  * Before 6.5 GUP pins whatever it finds mapped as it walks, so another
  * thread of the caller may have mapped a file over the range between the
  * check above and the pin.  Anonymous pages are always fine.  Any other
  * page must belong to the file of the shared VMA that maps its address
  * now, one the rule lets take write pins: that file's filesystem tracks no
- * writes, whatever happened in between.  Caller holds mmap_lock.
+ * writes, whatever happened in between.  Pages before the first one not
+ * anonymous (first) were looked at already.  Caller holds mmap_lock.
  */
 static bool knem_write_pins_allowed(struct mm_struct *mm, u64 start,
-				    struct page **pages, long nr)
+				    struct page **pages, long first, long nr)
 {
 	struct vm_area_struct *vma = NULL;
 	u64 addr;
 	long i;
 
-	for (i = 0; i < nr; i++) {
+	for (i = first; i < nr; i++) {
 		if (PageAnon(pages[i]))
 			continue;
 		addr = start + ((u64)i << PAGE_SHIFT);
@@ -152,16 +163,6 @@ static bool knem_write_pins_allowed(struct mm_struct *mm, u64 start,
 		    knem_page_mapping(pages[i]) != vma->vm_file->f_mapping)
 			return false;
 	}
-	return true;
-}
-
-static bool knem_all_anon(struct page **pages, long nr)
-{
-	long i;
-
-	for (i = 0; i < nr; i++)
-		if (!PageAnon(pages[i]))
-			return false;
 	return true;
 }
 
@@ -179,7 +180,7 @@ static long knem_pin_for_write(u64 start, u64 nr, unsigned int gup_flags,
 			       struct page **pages)
 {
 	struct mm_struct *mm = current->mm;
-	long todo, pinned;
+	long todo, pinned, first;
 
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
@@ -188,15 +189,17 @@ static long knem_pin_for_write(u64 start, u64 nr, unsigned int gup_flags,
 	if (todo < 0)
 		return todo;
 	pinned = pin_user_pages_fast(start, todo, gup_flags, pages);
-	if (pinned <= 0 || knem_gup_refuses_file_write_pins() ||
-	    knem_all_anon(pages, pinned))
+	if (pinned <= 0 || knem_gup_refuses_file_write_pins())
+		return pinned;
+	first = knem_first_file_page(pages, pinned);
+	if (first == pinned)
 		return pinned;
 
 	if (mmap_read_lock_killable(mm)) {
 		unpin_user_pages(pages, pinned);
 		return -EINTR;
 	}
-	if (!knem_write_pins_allowed(mm, start, pages, pinned)) {
+	if (!knem_write_pins_allowed(mm, start, pages, first, pinned)) {
 		unpin_user_pages(pages, pinned);
 		pinned = knem_write_pin_span(mm, start, pinned);
 		if (pinned > 0)

@@ -61,7 +61,6 @@ struct knem_file {
 	struct task_struct *thread;        /* from the first async copy on */
 	cpumask_var_t thread_mask;         /* its CPUs, set before it starts */
 	cpumask_var_t bind_mask;           /* BIND_OFFLOAD's choice */
-	cpumask_var_t follow_mask;         /* scratch of knem_thread_follow() */
 	bool bind_set;
 	bool thread_outside_cgroup;        /* not in the submitter's v2 group */
 	/* knem_dma.c: ASYNCDMACOMPLETE batches in flight, oldest first */
