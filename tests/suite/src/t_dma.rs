@@ -1001,8 +1001,7 @@ pub fn async_batches_charged() -> TestResult {
     set_provider_param("stall", 0)?;
     let during = during?;
     for i in 0..N {
-        let st = wait_slot(&array, i as u32, &format!("request {i}"))?;
-        ensure!(st == Status::Success, "request {i}: {st}");
+        wait_slot_success(&array, i as u32, &format!("request {i}"))?;
     }
     for p in [0, N / 2, N - 1] {
         check_bytes(
@@ -1120,8 +1119,7 @@ pub fn async_pieces_bounded() -> TestResult {
     set_provider_param("stall", 0)?;
     r?;
     for i in 0..=FILL {
-        let st = wait_slot(&array, i as u32, &format!("read {i}"))?;
-        ensure!(st == Status::Success, "read {i}: {st}");
+        wait_slot_success(&array, i as u32, &format!("read {i}"))?;
     }
     for p in (0..FILL * BIG + 2)
         .step_by(BIG / 4)

@@ -510,11 +510,11 @@ fn race_on(what: &str, dir: &str) -> TestResult {
                 let wrote = peer.write_from(c, 0, &marker, None);
                 owner.destroy_region(c).ctx("destroy")?;
                 expect_success(&format!("{what}: write through region {rounds}"), wrote)?;
-                let now = file_bytes(&f, PAGE)?;
-                ensure!(
-                    (0..PAGE).all(|i| now[i] == pat(SEED_FILE, i as u64)),
-                    "{what}: region {rounds} (over anonymous memory when checked) write-pinned the file's page: a write through it changed the file ({pinned} pinned, {refused} EFAULT before)"
-                );
+                check_bytes(
+                    &format!("{what}: region {rounds} (over anonymous memory when checked) write-pinned the file's page: a write through it changed the file ({pinned} pinned, {refused} EFAULT before)"),
+                    &file_bytes(&f, PAGE)?,
+                    |i| pat(SEED_FILE, i as u64),
+                )?;
             }
             Ok(())
         })();

@@ -70,13 +70,15 @@ fn set_nofile(n: u64) -> TestResult {
 }
 
 /// One fd with a status array, a source region holding the pattern of
-/// `seed` and a destination region, ready for an asynchronous COPY.
+/// `seed` and a destination region, ready for an asynchronous COPY that
+/// reports in `slot`.
 struct Copier {
     dev: Device,
     array: StatusArray,
     mem: Mem,
     src: knem::Cookie,
     dst: knem::Cookie,
+    slot: u32,
 }
 
 impl Copier {
@@ -86,7 +88,15 @@ impl Copier {
 
     /// As [`Copier::new`], on an fd opened (and maybe bound) already.
     fn with_device(dev: Device, seed: u8) -> TestResult<Copier> {
-        let array = dev.map_status_array(4).ctx("mmap 4 slots")?;
+        Copier::with_array(dev, seed, 4, 1)
+    }
+
+    /// As [`Copier::with_device`], with a status array of `slots` slots
+    /// and copies reporting in `slot`.
+    fn with_array(dev: Device, seed: u8, slots: usize, slot: u32) -> TestResult<Copier> {
+        let array = dev
+            .map_status_array(slots)
+            .ctx(&format!("mmap {slots} slots"))?;
         let mem = Mem::new(2)?;
         mem.write(
             0,
@@ -100,6 +110,7 @@ impl Copier {
             mem,
             src,
             dst,
+            slot,
         })
     }
 
@@ -107,13 +118,13 @@ impl Copier {
         expect_pending(
             what,
             self.dev
-                .copy_async(self.src, 0, self.dst, 0, None, 1, MEMCPY),
+                .copy_async(self.src, 0, self.dst, 0, None, self.slot, MEMCPY),
         )
     }
 
     /// The copy ended SUCCESS with every byte in place.
     fn check(&self, seed: u8, what: &str) -> TestResult {
-        wait_slot_success(&self.array, 1, what)?;
+        wait_slot_success(&self.array, self.slot, what)?;
         check_bytes(what, &self.mem.read(PAGE, PAGE), |i| pat(seed, i as u64))
     }
 
@@ -127,7 +138,11 @@ impl Copier {
 
     /// The copy once more, into a cleared destination, checked.
     fn again(&self, seed: u8, what: &str) -> TestResult {
-        ensure!(self.array.reset(1), "{what}: reset slot 1");
+        ensure!(
+            self.array.reset(self.slot as usize),
+            "{what}: reset slot {}",
+            self.slot
+        );
         self.mem.write(PAGE, &[0u8; PAGE]);
         self.submit(what)?;
         self.check(seed, what)
@@ -642,9 +657,8 @@ pub fn status_array_in_memory_cgroup() -> TestResult {
     let cg = TestCgroup::with(&["memory"])?;
     let dev = Device::open().ctx("open")?;
     let before = cg.memory_stat("vmalloc")?;
-    let array = dev
-        .map_status_array(SLOTS)
-        .ctx("mmap of a 1 MiB status array in a memory cgroup")?;
+    let c = Copier::with_array(dev, SEED ^ 5, SLOTS, (SLOTS - 1) as u32)
+        .ctx("a 1 MiB status array in a memory cgroup")?;
     match (before, cg.memory_stat("vmalloc")?) {
         (Some(b), Some(a)) => ensure!(
             a >= b + SLOTS as u64,
@@ -654,26 +668,9 @@ pub fn status_array_in_memory_cgroup() -> TestResult {
             "note status_array_in_memory_cgroup: no vmalloc line in memory.stat, charge not checked"
         ),
     }
-    let mem = Mem::new(2)?;
-    mem.write(
-        0,
-        &(0..PAGE as u64)
-            .map(|i| pat(SEED ^ 5, i))
-            .collect::<Vec<_>>(),
-    );
-    let src = region_at(&dev, &mem, 0, PAGE, Protection::READ, RegionFlags::NONE)?;
-    let dst = region_at(&dev, &mem, PAGE, PAGE, Protection::WRITE, RegionFlags::NONE)?;
-    let last = (SLOTS - 1) as u32;
-    expect_pending(
-        "copy into the last slot",
-        dev.copy_async(src, 0, dst, 0, None, last, MEMCPY),
-    )?;
-    wait_slot_success(&array, last, "copy into the last slot")?;
-    check_bytes("copy into the last slot", &mem.read(PAGE, PAGE), |i| {
-        pat(SEED ^ 5, i as u64)
-    })?;
-    drop(array);
-    drop(dev);
+    c.submit("copy into the last slot")?;
+    c.check(SEED ^ 5, "copy into the last slot")?;
+    drop(c);
     drop(cg);
     Ok(())
 }
