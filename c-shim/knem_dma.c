@@ -25,6 +25,7 @@
  */
 #include <linux/atomic.h>
 #include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/dmaengine.h>
 #include <linux/err.h>
@@ -52,6 +53,20 @@ MODULE_PARM_DESC(dma_min, "pieces shorter than this (bytes) are copied by the CP
 static uint dma_timeout_ms = 10000;
 module_param(dma_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(dma_timeout_ms, "a copy whose engine completes none of its pieces for this long is FAILED and its batch abandoned (ms)");
+
+#ifdef KNEM_FAULT_INJECT
+static uint fault_dma_finish_delay_ms;
+module_param(fault_dma_finish_delay_ms, uint, 0644);
+MODULE_PARM_DESC(fault_dma_finish_delay_ms, "test builds: sleep this long after an ASYNCDMACOMPLETE submission drops its file's DMA lock (ms)");
+
+void knem_dma_test_delay(void)
+{
+	uint ms = READ_ONCE(fault_dma_finish_delay_ms);
+
+	if (ms)
+		msleep(ms);
+}
+#endif
 
 /* Batches abandoned and not yet called back by the engine. */
 static atomic_t knem_dma_abandoned_nr = ATOMIC_INIT(0);
@@ -548,6 +563,7 @@ void knem_shim_dma_finish_async(void *batch, void *shim, u8 *slot,
 	struct knem_dma_batch *b = batch;
 	struct knem_file *kf = shim;
 	unsigned long flags;
+	bool dead;
 
 	b->kf = kf;
 	b->slot = slot;
@@ -557,13 +573,20 @@ void knem_shim_dma_finish_async(void *batch, void *shim, u8 *slot,
 	spin_lock_irqsave(&kf->dma_lock, flags);
 	list_add_tail(&b->node, &kf->dma_batches);
 	b->async = true;
-	if (b->dead) {
-		/* A full array's wait gave up: the reaper has the pieces. */
+	/*
+	 * A full array's wait gave up: the reaper has the pieces.  Reporting
+	 * queues the release of the submitter's reference, and the reaper may
+	 * already hold the last one: b may be freed once the lock is dropped,
+	 * so whether it was dead is read here, under the lock, not after it.
+	 */
+	dead = b->dead;
+	if (dead) {
 		b->complete = true;
 		knem_dma_report(kf);
 	}
 	spin_unlock_irqrestore(&kf->dma_lock, flags);
-	if (b->dead)
+	knem_dma_test_delay();
+	if (dead)
 		return;
 	dma_async_issue_pending(b->chan);
 	/* Drop the submitter's count: the last piece (maybe now) reports. */

@@ -77,6 +77,21 @@ void knem_offload_free(struct knem_file *kf);
 ssize_t knem_notify_read(struct knem_file *kf, struct file *file,
 			 char __user *buf, size_t count);
 
+/*
+ * Fault injection, in test builds only (make module KNEM_FAULT_INJECT=1):
+ * knem_dma_test_delay() sleeps for the fault_dma_finish_delay_ms module
+ * parameter right after knem_shim_dma_finish_async() drops the file's
+ * DMA lock, which widens the window in which an abandoned batch may be
+ * freed under the submitter.  Release builds have neither.
+ */
+#ifdef KNEM_FAULT_INJECT
+void knem_dma_test_delay(void);
+#else
+static inline void knem_dma_test_delay(void)
+{
+}
+#endif
+
 /* knem_dma.c: the DMA channel and the file's ASYNCDMACOMPLETE batches. */
 void knem_dma_file_init(struct knem_file *kf);
 void knem_dma_file_quiesce(struct knem_file *kf);
