@@ -90,11 +90,16 @@ void knem_core_exit(void);
 /*
  * One context per O_RDWR open.  uid is the opener's real uid at open, in
  * the initial user namespace: the owner of every region the context
- * creates.  shim is the shim's handle of the
- * file, passed back to the knem_shim_ctx_* functions below.  NULL on
- * allocation failure.
+ * creates.  account[0..levels) are the keys its regions and offload thread
+ * are counted under against the per-user bounds, one per user namespace
+ * level from the opener's own up to the initial namespace (1 to
+ * KNEM_CORE_ACCOUNT_LEVELS; the bounds hold at every level).  shim is the
+ * shim's handle of the file, passed back to the knem_shim_ctx_* functions
+ * below.  NULL on allocation failure or a chain out of range.
  */
-struct knem_core_ctx *knem_core_ctx_new(u32 uid, void *shim);
+#define KNEM_CORE_ACCOUNT_LEVELS 33
+struct knem_core_ctx *knem_core_ctx_new(u32 uid, const u64 *account,
+					u32 levels, void *shim);
 
 /*
  * The file is being released, and its offload thread (if any) has stopped:
@@ -251,12 +256,20 @@ int knem_shim_ctx_spawn(void *shim);
 
 /*
  * The max_offload_threads_per_user module parameter, read at each thread
- * start: at most this many live offload threads per real uid; the core
+ * start: at most this many live offload threads per user, at each level of
+ * its account (see knem_core_ctx_new()); the core
  * runs the asynchronous copies of a context beyond it in the caller.
  * Does not sleep.
  */
 #define KNEM_CORE_OFFLOAD_THREADS_PER_USER_DEFAULT 256
 u64 knem_shim_offload_threads_per_user(void);
+
+/*
+ * The max_offload_threads module parameter: live offload threads on the
+ * node, all users together.  Does not sleep.
+ */
+#define KNEM_CORE_OFFLOAD_THREADS_MAX_DEFAULT 4096
+u64 knem_shim_offload_threads_max(void);
 
 /*
  * BIND_OFFLOAD, validated by the core: flags is exactly one
@@ -270,11 +283,13 @@ int knem_shim_ctx_bind(void *shim, u32 flags, const void *mask, u32 len);
 /*
  * The owner record of pinned pages (knem_owner.c).  Before pinning pages
  * pages of the current task, the core asks for a record: it charges them
- * to the task's mm->pinned_vm, against RLIMIT_MEMLOCK unless CAP_IPC_LOCK
- * or the account_pinned=0 parameter exempts it (-EDQUOT then, with one
+ * to the task's user (locked_vm, shared by all the user's processes)
+ * against the task's RLIMIT_MEMLOCK unless CAP_IPC_LOCK or the
+ * account_pinned=0 parameter exempts it (-EDQUOT over the limit, with one
  * rate-limited log line; the core counts it and returns -ENOMEM, as KNEM
- * does), and remembers the process.  knem_shim_owner_put()
- * uncharges the same mm, from any task, and frees the record.
+ * does), counts them in the task's mm->pinned_vm (VmPin), and remembers
+ * the process.  knem_shim_owner_put() uncharges the same user and mm,
+ * from any task, and frees the record.
  */
 int knem_shim_owner_new(u64 pages, void **owner);
 void knem_shim_owner_put(void *owner);
@@ -298,11 +313,18 @@ int knem_shim_may_access(void *owner);
 
 /*
  * The max_regions_per_user module parameter, read at each region's
- * creation: at most this many live regions per real uid (the table holds
- * 2^20 in all).  Does not sleep.
+ * creation: at most this many live regions per user, at each level of its
+ * account (see knem_core_ctx_new()).  Does not sleep.
  */
 #define KNEM_CORE_REGIONS_PER_USER_DEFAULT 131072
 u64 knem_shim_regions_per_user(void);
+
+/*
+ * The max_regions module parameter: live regions on the node, all users
+ * together (the table holds 2^20 at most).  Does not sleep.
+ */
+#define KNEM_CORE_REGIONS_MAX_DEFAULT 1048576
+u64 knem_shim_regions_max(void);
 
 /*
  * 1 when a copy running in the current task should stop between two

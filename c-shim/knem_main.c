@@ -48,7 +48,7 @@ static int knem_open(struct inode *inode, struct file *file)
 	struct knem_file *kf;
 	int err;
 
-	kf = kzalloc(sizeof(*kf), GFP_KERNEL);
+	kf = kzalloc(sizeof(*kf), GFP_KERNEL_ACCOUNT);
 	if (!kf)
 		return -ENOMEM;
 	mutex_init(&kf->status_lock);
@@ -64,7 +64,10 @@ static int knem_open(struct inode *inode, struct file *file)
 			goto free_file;
 		}
 	} else {
-		kf->ctx = knem_core_ctx_new(knem_caller_uid(), kf);
+		u64 account[KNEM_CORE_ACCOUNT_LEVELS];
+
+		kf->ctx = knem_core_ctx_new(knem_caller_uid(), account,
+					    knem_owner_account(account), kf);
 		if (!kf->ctx) {
 			err = -ENOMEM;
 			goto free_file;

@@ -23,6 +23,7 @@
 #include <linux/moduleparam.h>
 #include <linux/poll.h>
 #include <linux/sched.h>
+#include <linux/stringify.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
 
@@ -53,6 +54,17 @@ u64 knem_shim_offload_threads_per_user(void)
 	return READ_ONCE(knem_threads_per_user);
 }
 
+static ulong knem_threads_max = KNEM_CORE_OFFLOAD_THREADS_MAX_DEFAULT;
+module_param_named(max_offload_threads, knem_threads_max, ulong, 0644);
+MODULE_PARM_DESC(max_offload_threads,
+		 "live offload threads on the node, all users together (default "
+		 __stringify(KNEM_CORE_OFFLOAD_THREADS_MAX_DEFAULT) ")");
+
+u64 knem_shim_offload_threads_max(void)
+{
+	return READ_ONCE(knem_threads_max);
+}
+
 /* Notifications moved per batch of read() (on the stack). */
 #define KNEM_NOTIFY_BATCH 32
 
@@ -60,9 +72,9 @@ int knem_offload_init(struct knem_file *kf)
 {
 	mutex_init(&kf->queue_lock);
 	init_waitqueue_head(&kf->notify_wq);
-	if (!zalloc_cpumask_var(&kf->bind_mask, GFP_KERNEL))
+	if (!zalloc_cpumask_var(&kf->bind_mask, GFP_KERNEL_ACCOUNT))
 		return -ENOMEM;
-	if (!zalloc_cpumask_var(&kf->thread_mask, GFP_KERNEL)) {
+	if (!zalloc_cpumask_var(&kf->thread_mask, GFP_KERNEL_ACCOUNT)) {
 		free_cpumask_var(kf->bind_mask);
 		return -ENOMEM;
 	}

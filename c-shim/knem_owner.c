@@ -3,13 +3,17 @@
  * knem_owner.c - who pinned a region: the pinned_vm charge and the access
  * policy.
  *
- * Pinned pages are charged to the pinning process's mm->pinned_vm against
- * RLIMIT_MEMLOCK, as RDMA and io_uring registered buffers are; CAP_IPC_LOCK
- * bypasses the limit.  The record keeps the mm (mmgrab) so the same mm is
- * uncharged whoever drops the last reference: the offload thread, another
- * process's close, or a close after the owner exited.  It also keeps the
- * process (a struct pid, which outlives its task safely) for the ptrace
- * access rule.
+ * Pinned pages are charged to the pinning user, as io_uring registered
+ * buffers are: user->locked_vm against the pinner's RLIMIT_MEMLOCK, so a
+ * process that exec()s or forks, or hands its fd to another, pins no more
+ * than the limit in all (CAP_IPC_LOCK bypasses it, and such pins are not
+ * charged to the user at all).  They are also counted in the pinning
+ * process's mm->pinned_vm, as RDMA does, so VmPin in /proc/PID/status
+ * shows them.  The record keeps the user (get_uid) and the mm (mmgrab),
+ * so the same ones are uncharged whoever drops the last reference: the
+ * offload thread, another process's close, or a close after the owner
+ * exited.  It also keeps the process (a struct pid, which outlives its
+ * task safely) for the ptrace access rule.
  *
  * The kernel exports neither ptrace_may_access() nor the LSM hook behind
  * it, so the ptrace rule is checked in two steps.  First the credential
@@ -39,10 +43,13 @@
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/stringify.h>
 #include <linux/sysfs.h>
+#include <linux/uidgid.h>
+#include <linux/user_namespace.h>
 
 #include "knem_core.h"
 #include "knem_shim.h"
@@ -69,6 +76,46 @@ MODULE_PARM_DESC(max_regions_per_user,
 u64 knem_shim_regions_per_user(void)
 {
 	return READ_ONCE(knem_regions_per_user);
+}
+
+static ulong knem_regions_max = KNEM_CORE_REGIONS_MAX_DEFAULT;
+module_param_named(max_regions, knem_regions_max, ulong, 0644);
+MODULE_PARM_DESC(max_regions,
+		 "live regions on the node, all users together (default "
+		 __stringify(KNEM_CORE_REGIONS_MAX_DEFAULT) ")");
+
+u64 knem_shim_regions_max(void)
+{
+	return READ_ONCE(knem_regions_max);
+}
+
+/*
+ * The keys the current task's new context is counted under against the
+ * per-user bounds (knem_core_ctx_new()), as the kernel's ucounts charge
+ * RLIMIT_NPROC: at each user namespace level, from the task's own (its
+ * namespace, its real uid) up to the initial namespace, the key of the
+ * level above being (the parent namespace, the uid that created the
+ * child).  A key is the namespace's inode number and the uid as the
+ * initial namespace sees it.  A namespace's inode number is not reused
+ * while a process in it can open the device, and a stale key only makes
+ * the bound stricter.  Returns the number of levels.
+ */
+u32 knem_owner_account(u64 *keys)
+{
+	const struct cred *cred = current_cred();
+	struct user_namespace *ns = cred->user_ns;
+	kuid_t uid = cred->uid;
+	u32 n = 0;
+
+	for (;;) {
+		keys[n++] = (u64)ns->ns.inum << 32 |
+			    from_kuid(&init_user_ns, uid);
+		if (ns == &init_user_ns || !ns->parent ||
+		    n == KNEM_CORE_ACCOUNT_LEVELS)
+			return n;
+		uid = ns->owner;
+		ns = ns->parent;
+	}
 }
 
 static int knem_access_policy = KNEM_CORE_ACCESS_UID;
@@ -101,28 +148,43 @@ MODULE_PARM_DESC(access_policy,
 		 "who may use another process's region: uid (KNEM, default) or ptrace (CMA)");
 
 struct knem_owner {
-	struct mm_struct *mm;   /* mmgrab()ed; pinned_vm holds our charge */
+	struct mm_struct *mm;   /* mmgrab()ed; pinned_vm counts our pages */
+	struct user_struct *user;  /* charged, get_uid()ed; or NULL: exempt */
 	struct pid *tgid;       /* the pinning process */
 	u64 pages;
 };
 
 /*
- * Charge pages to mm; -EDQUOT over RLIMIT_MEMLOCK unless exempt, so that
- * the core can tell the limit from a failed allocation.
+ * Charge pages to the current user's locked_vm; -EDQUOT over the
+ * caller's RLIMIT_MEMLOCK unless exempt (o->user stays NULL then), so
+ * that the core can tell the limit from a failed allocation.
  */
-static int knem_charge(struct mm_struct *mm, u64 pages)
+static int knem_charge(struct knem_owner *o, u64 pages)
 {
+	struct user_struct *user = current_user();
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 now = atomic64_add_return(pages, &mm->pinned_vm);
+	unsigned long cur, next;
 
-	if (!READ_ONCE(knem_account_pinned) || now <= limit ||
-	    capable(CAP_IPC_LOCK))
+	if (!READ_ONCE(knem_account_pinned))
 		return 0;
-	atomic64_sub(pages, &mm->pinned_vm);
-	pr_info_ratelimited("knem: %s[%d]: pinning %llu more KiB exceeds RLIMIT_MEMLOCK (%lu KiB, %llu KiB pinned already): raise memlock (ulimit -l, /etc/security/limits.d/) or load knem with account_pinned=0\n",
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		if (pages > limit || cur > limit - pages)
+			goto over;
+		next = cur + pages;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
+	o->user = get_uid(user);
+	return 0;
+
+over:
+	/* Asked only past the limit, so exempt tasks are not audited more. */
+	if (capable(CAP_IPC_LOCK))
+		return 0;
+	pr_info_ratelimited("knem: %s[%d]: pinning %llu more KiB exceeds RLIMIT_MEMLOCK (%lu KiB, %lu KiB pinned already by uid %u): raise memlock (ulimit -l, /etc/security/limits.d/) or load knem with account_pinned=0\n",
 			    current->comm, task_tgid_vnr(current),
 			    pages << (PAGE_SHIFT - 10), limit << (PAGE_SHIFT - 10),
-			    (u64)(now - (s64)pages) << (PAGE_SHIFT - 10));
+			    cur << (PAGE_SHIFT - 10),
+			    from_kuid(&init_user_ns, current_uid()));
 	return -EDQUOT;
 }
 
@@ -137,12 +199,13 @@ int knem_shim_owner_new(u64 pages, void **owner)
 	if (!mm)
 		return -EFAULT;
 	/* Every region has one: charge it to the caller's memcg. */
-	o = kmalloc(sizeof(*o), GFP_KERNEL_ACCOUNT);
+	o = kzalloc(sizeof(*o), GFP_KERNEL_ACCOUNT);
 	if (!o)
 		return -ENOMEM;
-	err = knem_charge(mm, pages);
+	err = knem_charge(o, pages);
 	if (err)
 		goto free_owner;
+	atomic64_add(pages, &mm->pinned_vm);
 	mmgrab(mm);
 	o->mm = mm;
 	o->tgid = get_task_pid(current, PIDTYPE_TGID);
@@ -159,6 +222,10 @@ void knem_shim_owner_put(void *owner)
 {
 	struct knem_owner *o = owner;
 
+	if (o->user) {
+		atomic_long_sub(o->pages, &o->user->locked_vm);
+		free_uid(o->user);
+	}
 	atomic64_sub(o->pages, &o->mm->pinned_vm);
 	mmdrop(o->mm);
 	put_pid(o->tgid);

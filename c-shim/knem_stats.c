@@ -123,7 +123,7 @@ char *knem_stats_text(size_t *len)
 	size_t n, i;
 	char *text;
 
-	text = kmalloc(KNEM_STATS_TEXT_SIZE, GFP_KERNEL);
+	text = kmalloc(KNEM_STATS_TEXT_SIZE, GFP_KERNEL_ACCOUNT);
 	if (!text)
 		return NULL;
 

@@ -93,7 +93,7 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 	if (len >> PAGE_SHIFT > totalram_pages())
 		return -ENOMEM;
 
-	array = kmalloc(sizeof(*array), GFP_KERNEL);
+	array = kmalloc(sizeof(*array), GFP_KERNEL_ACCOUNT);
 	if (!array)
 		return -ENOMEM;
 	/*

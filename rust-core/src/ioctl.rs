@@ -12,6 +12,7 @@ use crate::exec::copy::{self, Outcome};
 use crate::exec::dma;
 use crate::exec::request::{status_of, Job};
 use crate::plan::layout::{SegList, Segment};
+use crate::state::account::AccountRef;
 use crate::state::context::{status, Context};
 use crate::state::device::Device;
 use crate::state::region::{Region, RegionAttrs, RegionRef, PROT_READ, PROT_WRITE};
@@ -515,6 +516,7 @@ impl<E: Env> Device<E> {
             flags,
             owner_ctx: ctx.id,
             owner_uid: ctx.uid,
+            account: AccountRef::of(&ctx.account),
         };
         let region = Region::create(&self.env, &self.stats, layout, attrs)?;
         self.table.insert(&self.env, &self.stats, region)

@@ -3,6 +3,7 @@
 
 use crate::edge::kalloc::KBox;
 use crate::edge::shim::{KernelEnv, RcuHead, ShimCtx};
+use crate::state::account::{Account, MAX_LEVELS};
 use crate::state::context::Context;
 use crate::state::device::Device;
 use crate::state::region;
@@ -26,11 +27,29 @@ pub extern "C" fn knem_core_exit() {
     DEVICE.exit();
 }
 
-/// A context for an O_RDWR open; NULL on allocation failure.  `shim` is
-/// passed back to the `knem_shim_ctx_*` functions.
+/// A context for an O_RDWR open, charged to the `levels` keys at
+/// `account`; NULL on allocation failure or a chain out of range.  `shim`
+/// is passed back to the `knem_shim_ctx_*` functions.
+///
+/// # Safety
+/// `account` points to `levels` readable u64s (or `levels` is 0).
 #[no_mangle]
-pub extern "C" fn knem_core_ctx_new(uid: u32, shim: *mut c_void) -> *mut Context {
-    match DEVICE.ctx_new_with(uid, ShimCtx(shim)) {
+pub unsafe extern "C" fn knem_core_ctx_new(
+    uid: u32,
+    account: *const u64,
+    levels: u32,
+    shim: *mut c_void,
+) -> *mut Context {
+    if account.is_null() || levels as usize > MAX_LEVELS {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: levels readable u64s at account (caller's contract), at most
+    // MAX_LEVELS of them.
+    let chain = unsafe { core::slice::from_raw_parts(account, levels as usize) };
+    let Some(account) = Account::from_chain(chain) else {
+        return core::ptr::null_mut();
+    };
+    match DEVICE.ctx_new_in(uid, account, ShimCtx(shim)) {
         Ok(ctx) => KBox::into_raw(ctx),
         Err(_) => core::ptr::null_mut(),
     }

@@ -31,6 +31,10 @@ pub const REGIONS_PER_USER_DEFAULT: u64 = sys::KNEM_CORE_REGIONS_PER_USER_DEFAUL
 /// Default of the `max_offload_threads_per_user` module parameter.
 pub const OFFLOAD_THREADS_PER_USER_DEFAULT: u64 =
     sys::KNEM_CORE_OFFLOAD_THREADS_PER_USER_DEFAULT as u64;
+/// The default of the `max_regions` module parameter.
+pub const REGIONS_MAX_DEFAULT: u64 = sys::KNEM_CORE_REGIONS_MAX_DEFAULT as u64;
+/// The default of the `max_offload_threads` module parameter.
+pub const OFFLOAD_THREADS_MAX_DEFAULT: u64 = sys::KNEM_CORE_OFFLOAD_THREADS_MAX_DEFAULT as u64;
 
 /// An opaque `struct page *` of a pinned page.  The core never dereferences it.
 #[repr(transparent)]
@@ -247,10 +251,16 @@ pub trait Env: Sync {
     /// Whether the current task may ptrace-attach the owner process (false
     /// once it is gone).  May sleep: never called inside an RCU section.
     fn may_access(&self, owner: OwnerPtr) -> bool;
-    /// Most live regions one user may hold.  Does not sleep.
+    /// Most live regions one user may hold (at each level of its
+    /// account).  Does not sleep.
     fn regions_per_user(&self) -> u64;
-    /// Most live offload threads one user may have.  Does not sleep.
+    /// Most live regions on the node.  Does not sleep.
+    fn regions_max(&self) -> u64;
+    /// Most live offload threads one user may have (at each level of its
+    /// account).  Does not sleep.
     fn offload_threads_per_user(&self) -> u64;
+    /// Most live offload threads on the node.  Does not sleep.
+    fn offload_threads_max(&self) -> u64;
     /// Whether a copy running now should stop between two pieces: the
     /// calling process is dying, or the offload thread running it is being
     /// stopped.  Does not sleep.
@@ -549,9 +559,19 @@ mod kernel {
             unsafe { knem_shim_regions_per_user() }
         }
 
+        fn regions_max(&self) -> u64 {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_regions_max() }
+        }
+
         fn offload_threads_per_user(&self) -> u64 {
             // SAFETY: no preconditions.
             unsafe { knem_shim_offload_threads_per_user() }
+        }
+
+        fn offload_threads_max(&self) -> u64 {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_offload_threads_max() }
         }
 
         fn copy_should_stop(&self) -> bool {

@@ -141,6 +141,7 @@ fn backwards<E: Env>(env: &E, r: &Region, src_off: u64, dst_off: u64, len: u64) 
 mod tests {
     use super::*;
     use crate::plan::layout::iov;
+    use crate::state::account::AccountRef;
     use crate::state::region::{RegionAttrs, PROT_READ, PROT_WRITE};
     use crate::state::stats::Stats;
     use crate::testing::mock::MockEnv;
@@ -157,6 +158,7 @@ mod tests {
             flags: 0,
             owner_ctx: 1,
             owner_uid: 0,
+            account: AccountRef::NONE,
         };
         // The model: the region's bytes as one array, then memmove.
         let mut model: std::vec::Vec<u8> = segs
@@ -208,6 +210,7 @@ mod tests {
             flags: 0,
             owner_ctx: 1,
             owner_uid: 0,
+            account: AccountRef::NONE,
         };
         let r =
             Region::create(&env, &stats, SegList::new(&[iov(a, 8192)]).unwrap(), attrs).unwrap();

@@ -144,12 +144,15 @@ impl<E: Env> Device<E> {
         if !ctx.begin_worker_start() {
             return ctx.has_worker();
         }
-        let max = self.env.offload_threads_per_user();
-        let started = self.workers.take(&self.env, ctx.uid, max)
+        let (max, node_max) = (
+            self.env.offload_threads_per_user(),
+            self.env.offload_threads_max(),
+        );
+        let started = self.workers.take(&self.env, &ctx.account, max, node_max)
             && match self.env.ctx_spawn(ctx.shim) {
                 Ok(()) => true,
                 Err(_) => {
-                    self.workers.give(&self.env, ctx.uid);
+                    self.workers.give(&self.env, &ctx.account);
                     false
                 }
             };
@@ -165,7 +168,7 @@ impl<E: Env> Device<E> {
     pub fn worker_stopped(&self, ctx: &Context) {
         if ctx.has_worker() {
             ctx.end_worker_start(false);
-            self.workers.give(&self.env, ctx.uid);
+            self.workers.give(&self.env, &ctx.account);
             stats::sub(&self.stats.offload_threads, 1);
         }
     }

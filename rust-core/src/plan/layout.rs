@@ -11,7 +11,7 @@ use knem_abi::knem_cmd_param_iovec;
 pub struct Segment {
     /// User address of the first byte.
     pub base: u64,
-    /// Length in bytes (may be 0).
+    /// Length in bytes (never 0: an empty iovec gets no segment).
     pub len: u64,
     /// Offset of the first byte in the flattened list (prefix sum).
     pub start: u64,
@@ -63,14 +63,25 @@ pub struct SegList<'s> {
     pages: u64,
 }
 
-/// Fills `segs` from `iovecs` (same length); returns (total, pages).
+/// The segments `iovecs` make: one per non-empty iovec.  An empty one
+/// carries no byte, and keeping it would let a region of 2^20 of them hold
+/// 32 MiB of segments without pinning a page (the bound on pinned memory
+/// is what bounds a region's size).
+fn segment_count(iovecs: &[knem_cmd_param_iovec]) -> usize {
+    iovecs.iter().filter(|v| v.len > 0).count()
+}
+
+/// Fills `segs` (of [`segment_count`] entries) from `iovecs`; returns
+/// (total, pages).
 fn fill(segs: &mut [Segment], iovecs: &[knem_cmd_param_iovec]) -> KResult<(u64, u64)> {
     let mut total: u64 = 0;
     let mut pages: u64 = 0;
-    for (seg, iov) in segs.iter_mut().zip(iovecs) {
+    let mut out = segs.iter_mut();
+    for iov in iovecs.iter().filter(|v| v.len > 0) {
         if iov.base.checked_add(iov.len).is_none() {
             return Err(EFAULT);
         }
+        let seg = out.next().ok_or(EINVAL)?;
         *seg = Segment {
             base: iov.base,
             len: iov.len,
@@ -88,7 +99,7 @@ impl SegList<'static> {
     /// wraps around the address space is EFAULT; a total length that
     /// overflows u64 is EINVAL.
     pub fn new(iovecs: &[knem_cmd_param_iovec]) -> KResult<SegList<'static>> {
-        let mut segs = KArray::<Segment>::try_default(iovecs.len())?;
+        let mut segs = KArray::<Segment>::try_default(segment_count(iovecs))?;
         let (total, pages) = fill(&mut segs, iovecs)?;
         // INVARIANT: checked and accumulated by fill.
         Ok(SegList {
@@ -103,7 +114,7 @@ impl<'s> SegList<'s> {
     /// As [`SegList::new`], with the segments in `buf` when they fit
     /// (no allocation), on the heap otherwise.
     pub fn new_in(iovecs: &[knem_cmd_param_iovec], buf: &'s mut [Segment]) -> KResult<Self> {
-        let Some(segs) = buf.get_mut(..iovecs.len()) else {
+        let Some(segs) = buf.get_mut(..segment_count(iovecs)) else {
             return SegList::new(iovecs);
         };
         let (total, pages) = fill(segs, iovecs)?;
@@ -267,15 +278,27 @@ mod tests {
         .unwrap();
         assert_eq!(l.total(), 15);
         assert_eq!(l.pages(), 2);
-        assert_eq!(l.seek(0), Some(Pos { seg: 1, in_seg: 0 }));
-        assert_eq!(l.seek(10), Some(Pos { seg: 3, in_seg: 0 }));
-        assert_eq!(l.seek(14), Some(Pos { seg: 3, in_seg: 4 }));
+        assert_eq!(l.segments().len(), 2);
+        assert_eq!(l.seek(0), Some(Pos { seg: 0, in_seg: 0 }));
+        assert_eq!(l.seek(10), Some(Pos { seg: 1, in_seg: 0 }));
+        assert_eq!(l.seek(14), Some(Pos { seg: 1, in_seg: 4 }));
         assert_eq!(l.seek(15), None);
         let mut c = Cursor::at(&l, 0);
         c.advance(10);
         assert_eq!(c.current(), Some((0x5000, 5)));
         c.advance(5);
         assert_eq!(c.current(), None);
+    }
+
+    #[test]
+    fn empty_iovecs_hold_no_memory() {
+        let l = SegList::new(&[iov(0x1000, 0); 4096]).unwrap();
+        assert_eq!((l.segments().len(), l.total(), l.pages()), (0, 0, 0));
+        let mut buf = [Segment::default(); 2];
+        let l = SegList::new_in(&[iov(0, 0), iov(0x1000, 3), iov(0, 0), iov(9, 1)], &mut buf).unwrap();
+        assert!(l.is_borrowed());
+        assert_eq!(l.segments().len(), 2);
+        assert_eq!(l.seek(3), Some(Pos { seg: 1, in_seg: 0 }));
     }
 
     #[test]
@@ -314,7 +337,8 @@ mod tests {
         let iovs: std::vec::Vec<_> = (0..1000).map(|i| iov(i * 0x10000, i % 3)).collect();
         let l = SegList::new(&iovs).unwrap();
         let mut off = 0;
-        for (i, v) in iovs.iter().enumerate() {
+        // Empty iovecs get no segment.
+        for (i, v) in iovs.iter().filter(|v| v.len > 0).enumerate() {
             for k in 0..v.len {
                 assert_eq!(l.seek(off + k), Some(Pos { seg: i, in_seg: k }));
             }

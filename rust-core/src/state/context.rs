@@ -7,6 +7,7 @@
 use crate::edge::errno::{KResult, EBUSY, EINVAL};
 use crate::edge::shim::{CtxGuard, Env, ShimCtx, PAGE_SHIFT};
 use crate::exec::request::AsyncReq;
+use crate::state::account::Account;
 use crate::state::queue::{Fifo, Node};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
@@ -26,6 +27,9 @@ pub struct Context {
     pub id: u64,
     /// Real uid of the opener at open, owner of every region created here.
     pub uid: u32,
+    /// Where its regions and offload thread are counted against the
+    /// per-user bounds (the opener's user namespace levels).
+    pub account: Account,
     /// The shim's handle of this context.
     pub shim: ShimCtx,
     status: StatusArray,
@@ -85,11 +89,13 @@ struct StatusArray {
 }
 
 impl Context {
-    /// A context for a process whose real uid is `uid`.
-    pub const fn new(id: u64, uid: u32, shim: ShimCtx) -> Context {
+    /// A context for a process whose real uid is `uid`, charged to
+    /// `account`.
+    pub const fn new(id: u64, uid: u32, account: Account, shim: ShimCtx) -> Context {
         Context {
             id,
             uid,
+            account,
             shim,
             status: StatusArray {
                 state: AtomicU8::new(ARRAY_NONE),
@@ -271,7 +277,7 @@ mod tests {
 
     #[test]
     fn second_status_array_is_ebusy() {
-        let c = Context::new(1, 0, ShimCtx::NULL);
+        let c = Context::new(1, 0, Account::of_uid(0), ShimCtx::NULL);
         let mut a = [0u8; 8];
         let mut b = [0u8; 8];
         assert_eq!(c.status_slot(0).err(), Some(EINVAL));
@@ -288,7 +294,7 @@ mod tests {
 
     #[test]
     fn status_mmap_rules() {
-        let c = Context::new(1, 0, ShimCtx::NULL);
+        let c = Context::new(1, 0, Account::of_uid(0), ShimCtx::NULL);
         assert_eq!(c.status_mmap_check(0, 4096, true), Ok(()));
         assert_eq!(c.status_mmap_check(0, 4096, false), Err(EINVAL));
         assert_eq!(c.status_mmap_check(0, MAX_STATUS_SLOTS, true), Ok(()));

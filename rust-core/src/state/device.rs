@@ -4,6 +4,7 @@
 use crate::edge::errno::KResult;
 use crate::edge::kalloc::KBox;
 use crate::edge::shim::{Env, ShimCtx};
+use crate::state::account::Account;
 use crate::state::context::Context;
 use crate::state::stats::{self, Stats};
 use crate::state::table::Table;
@@ -55,8 +56,14 @@ impl<E: Env> Device<E> {
     /// A context for an opener with real uid `uid`; `shim` is the handle the
     /// core passes back to the shim's `knem_shim_ctx_*` functions.
     pub fn ctx_new_with(&self, uid: u32, shim: ShimCtx) -> KResult<KBox<Context>> {
+        self.ctx_new_in(uid, Account::of_uid(uid), shim)
+    }
+
+    /// As [`Device::ctx_new_with`], charged to `account` (the opener's
+    /// user namespace levels).
+    pub fn ctx_new_in(&self, uid: u32, account: Account, shim: ShimCtx) -> KResult<KBox<Context>> {
         let id = self.next_ctx.fetch_add(1, Relaxed) + 1;
-        let ctx = KBox::try_new(Context::new(id, uid, shim))?;
+        let ctx = KBox::try_new(Context::new(id, uid, account, shim))?;
         stats::add(&self.stats.contexts, 1);
         Ok(ctx)
     }

@@ -3,6 +3,7 @@
 //! user, the counters, and the device holding them with the context
 //! lifecycle.
 
+pub mod account;
 pub mod context;
 pub mod counts;
 pub mod device;

@@ -10,6 +10,7 @@ use crate::edge::errno::{KResult, EDQUOT, EFAULT, ENOMEM};
 use crate::edge::kalloc::{KArray, KBox};
 use crate::edge::shim::{Env, OwnerPtr, PagePtr, RcuHead, PAGE_SIZE};
 use crate::plan::layout::SegList;
+use crate::state::account::AccountRef;
 use crate::state::stats::{self, Stats};
 use core::ops::Deref;
 use core::ptr::NonNull;
@@ -37,6 +38,8 @@ pub struct RegionAttrs {
     pub owner_ctx: u64,
     /// uid of the creating context.
     pub owner_uid: u32,
+    /// Where the table charges it (the creating context's account).
+    pub account: AccountRef,
 }
 
 /// A declared region.
@@ -88,6 +91,7 @@ impl Region {
             flags: 0,
             owner_ctx: 0,
             owner_uid: 0,
+            account: AccountRef::NONE,
         };
         Self::pin_new(env, stats, layout, attrs, false)
     }
@@ -350,6 +354,7 @@ mod tests {
             flags: 0,
             owner_ctx: 1,
             owner_uid: 0,
+            account: AccountRef::NONE,
         }
     }
 

@@ -13,12 +13,15 @@
 //! removal of a consumed single-use region) hold the table lock.
 //!
 //! The live regions of each user and of each context are counted (under
-//! the table lock): a user may hold at most `Env::regions_per_user`, and
-//! a context's release stops scanning once it has found all of its own.
+//! the table lock): a user may hold at most `Env::regions_per_user` at
+//! every level of its account (`state::account`), the node at most
+//! `Env::regions_max`, and a context's release stops scanning once it has
+//! found all of its own.
 
 use crate::edge::errno::{KResult, EINVAL, ENOMEM};
 use crate::edge::kalloc::KBox;
 use crate::edge::shim::{Env, RcuGuard, TableGuard};
+use crate::state::account::AccountRef;
 use crate::state::counts::Counts;
 use crate::state::region::{self, Region, RegionRef};
 use crate::state::stats::Stats;
@@ -117,10 +120,11 @@ pub struct Table {
     pub scanned: AtomicUsize,
 }
 
-/// Live regions per user (real uid) and per context (id).
+/// Live regions per account level, per context (id), and in all.
 struct Live {
     users: Counts,
     ctxs: Counts,
+    total: u64,
 }
 
 // SAFETY: `live` is only touched with the table lock held (Table::live);
@@ -160,6 +164,7 @@ impl Table {
             live: UnsafeCell::new(Live {
                 users: Counts::new(),
                 ctxs: Counts::new(),
+                total: 0,
             }),
             #[cfg(test)]
             scanned: AtomicUsize::new(0),
@@ -213,46 +218,66 @@ impl Table {
         // SAFETY: the slot still holds the table's reference, which the
         // caller puts only after this.
         if let Some(r) = unsafe { slot.region.load(Relaxed).as_ref() } {
-            let a = r.attrs();
             // SAFETY: table lock held; the borrow ends here.
             let live = unsafe { self.live() };
-            live.users.sub(a.owner_uid as u64);
-            live.ctxs.sub(a.owner_ctx);
+            Self::uncount(live, r.attrs().account, r.attrs().owner_ctx);
         }
         slot.region.store(null_mut(), Relaxed);
         slot.next_free.store(self.free_head.load(Relaxed), Relaxed);
         self.free_head.store(idx + 1, Relaxed);
     }
 
-    /// Counts a new region of `uid` and `ctx`: ENOMEM when the user holds
-    /// `max` already or memory is short.  Table lock held.
-    fn count_new(&self, uid: u32, ctx: u64, max: u64) -> KResult<()> {
+    /// Counts a new region of `account` and `ctx`: ENOMEM when a level of
+    /// the account holds `max` already, the node `node_max`, or memory is
+    /// short.  Table lock held.
+    fn count_new(&self, account: AccountRef, ctx: u64, max: u64, node_max: u64) -> KResult<()> {
         // SAFETY: table lock held; the borrow ends here.
         let live = unsafe { self.live() };
-        live.users.add(uid as u64, max)?;
+        if live.total >= node_max {
+            return Err(ENOMEM);
+        }
+        // SAFETY: the region is being inserted by its (live) context, with
+        // the table lock held.
+        if let Some(a) = unsafe { account.get() } {
+            a.charge(&mut live.users, max)?;
+        }
         if let Err(e) = live.ctxs.add(ctx, u64::MAX) {
-            live.users.sub(uid as u64);
+            // SAFETY: as above.
+            if let Some(a) = unsafe { account.get() } {
+                a.uncharge(&mut live.users);
+            }
             return Err(e);
         }
+        live.total += 1;
         Ok(())
+    }
+
+    /// Undoes [`Table::count_new`]; table lock held, the region (or the
+    /// one being inserted) still in the table.
+    fn uncount(live: &mut Live, account: AccountRef, ctx: u64) {
+        // SAFETY: the region is in the table, so its context lives, and
+        // the lock is held (AccountRef's invariant).
+        if let Some(a) = unsafe { account.get() } {
+            a.uncharge(&mut live.users);
+        }
+        live.ctxs.sub(ctx);
+        live.total = live.total.saturating_sub(1);
     }
 
     /// Publishes a region; the table takes over its reference.  Returns the
     /// cookie.  On failure the region is discarded: ENOMEM when the table
-    /// is full or the owner's user already holds `Env::regions_per_user`
-    /// live regions.
+    /// is full, the node holds `Env::regions_max` live regions, or a level
+    /// of the owner's account already holds `Env::regions_per_user`.
     pub fn insert<E: Env>(&self, env: &E, stats: &Stats, region: KBox<Region>) -> KResult<u64> {
-        let (uid, ctx) = (region.attrs().owner_uid, region.attrs().owner_ctx);
-        let max = env.regions_per_user();
+        let (account, ctx) = (region.attrs().account, region.attrs().owner_ctx);
+        let (max, node_max) = (env.regions_per_user(), env.regions_max());
         let guard = TableGuard::new(env);
-        let slot = self.count_new(uid, ctx, max).and_then(|()| {
+        let slot = self.count_new(account, ctx, max, node_max).and_then(|()| {
             self.alloc_slot()
                 .and_then(|i| Ok((i, self.slot(i).ok_or(ENOMEM)?)))
                 .inspect_err(|_| {
                     // SAFETY: table lock held; the borrow ends here.
-                    let live = unsafe { self.live() };
-                    live.users.sub(uid as u64);
-                    live.ctxs.sub(ctx);
+                    Self::uncount(unsafe { self.live() }, account, ctx);
                 })
         });
         let (idx, slot) = match slot {
@@ -508,7 +533,8 @@ impl Table {
         live.ctxs.clear();
     }
 
-    /// Live regions of user `uid` (tests and assertions).
+    /// Live regions charged to user `uid` in the initial namespace (the
+    /// key of `Account::of_uid`; tests and assertions).
     pub fn user_regions<E: Env>(&self, env: &E, uid: u32) -> u64 {
         let _g = TableGuard::new(env);
         // SAFETY: table lock held; the borrow ends here.
@@ -551,6 +577,7 @@ mod tests {
             flags,
             owner_ctx: ctx,
             owner_uid: 0,
+            account: AccountRef::NONE,
         };
         Region::create(env, stats, layout, attrs).unwrap()
     }

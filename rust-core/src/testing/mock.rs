@@ -125,6 +125,10 @@ pub struct MockEnv {
     pub regions_per_user: AtomicU64,
     /// The `max_offload_threads_per_user` module parameter.
     pub offload_threads_per_user: AtomicU64,
+    /// The `max_regions` module parameter.
+    pub regions_max: AtomicU64,
+    /// The `max_offload_threads` module parameter.
+    pub offload_threads_max: AtomicU64,
     /// Offload threads started (ctx_spawn successes).
     pub spawns: AtomicUsize,
     /// ctx_spawn fails (as kthread_create can) while set.
@@ -177,6 +181,8 @@ impl MockEnv {
             offload_threads_per_user: AtomicU64::new(
                 crate::edge::shim::OFFLOAD_THREADS_PER_USER_DEFAULT,
             ),
+            regions_max: AtomicU64::new(crate::edge::shim::REGIONS_MAX_DEFAULT),
+            offload_threads_max: AtomicU64::new(crate::edge::shim::OFFLOAD_THREADS_MAX_DEFAULT),
             spawns: AtomicUsize::new(0),
             spawn_fails: AtomicBool::new(false),
             stop_after: Mutex::new(None),
@@ -539,8 +545,16 @@ impl Env for MockEnv {
         self.regions_per_user.load(SeqCst)
     }
 
+    fn regions_max(&self) -> u64 {
+        self.regions_max.load(SeqCst)
+    }
+
     fn offload_threads_per_user(&self) -> u64 {
         self.offload_threads_per_user.load(SeqCst)
+    }
+
+    fn offload_threads_max(&self) -> u64 {
+        self.offload_threads_max.load(SeqCst)
     }
 
     fn copy_should_stop(&self) -> bool {

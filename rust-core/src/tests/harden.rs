@@ -290,6 +290,47 @@ fn regions_per_user_bounded() {
     assert_eq!(d.table.user_regions(&d.env, 1000), 0);
 }
 
+/// Regions of several uids of one user namespace count against the
+/// account that owns the namespace too, a single-use region consumed by
+/// another context gives its room back at every level, and the node bound
+/// holds for every account together.
+#[test]
+fn namespaced_regions_share_their_accounts_bound() {
+    use crate::edge::shim::ShimCtx;
+    use crate::state::account::Account;
+    let d = dev();
+    d.env.regions_per_user.store(3, SeqCst);
+    let in_ns = |uid: u64| {
+        let account = Account::from_chain(&[9 << 32 | uid, 1000]).unwrap();
+        d.ctx_new_in(uid as u32, account, ShimCtx::NULL).unwrap()
+    };
+    let (a, b, c) = (in_ns(100), in_ns(101), in_ns(102));
+    let m = d.env.map(4096, true);
+    create(&d, &a, &[(m, 8)], R, 0).unwrap();
+    create(&d, &b, &[(m, 8)], R, 0).unwrap();
+    let once = create(&d, &c, &[(m, 8)], R, KNEM_FLAG_SINGLEUSE | KNEM_FLAG_ANY_USER_ACCESS).unwrap();
+    // c's own level has room, the account's does not.
+    assert_eq!(create(&d, &c, &[(m, 8)], R, 0), Err(neg(ENOMEM)));
+    assert_eq!(d.table.user_regions(&d.env, 1000), 3);
+    // Consumed through another context: room at both levels again.
+    let other = d.ctx_new(1000).unwrap();
+    let l = d.env.map(4096, true);
+    assert_eq!(inline(&d, &other, &Inline::new(&[(l, 8)], false, once)), OK);
+    assert_eq!(d.table.user_regions(&d.env, 1000), 2);
+    create(&d, &c, &[(m, 8)], R, 0).unwrap();
+    // The node bound.
+    d.env.regions_per_user.store(100, SeqCst);
+    d.env.regions_max.store(4, SeqCst);
+    create(&d, &other, &[(m, 8)], R, 0).unwrap();
+    assert_eq!(create(&d, &other, &[(m, 8)], R, 0), Err(neg(ENOMEM)));
+    finish(&d, vec![a, b, c, other]);
+    assert_eq!(d.table.user_regions(&d.env, 1000), 0);
+    d.env.regions_max.store(1, SeqCst);
+    let fresh = d.ctx_new(5).unwrap();
+    create(&d, &fresh, &[(m, 8)], R, 0).unwrap();
+    finish(&d, vec![fresh]);
+}
+
 /// Releasing a context that has no region left looks at no slot, and one
 /// whose only region is in the first slot stops there, however many
 /// regions other contexts hold.

@@ -304,7 +304,7 @@ proptest! {
             }
             for u in [1u32, 2] {
                 let live = (0..6).filter(|&j| thread[j] && uid(j) == u).count() as u64;
-                prop_assert_eq!(d.workers.of(&d.env, u), live);
+                prop_assert_eq!(d.workers.of(&d.env, u as u64), live);
             }
             let s = d.stats.snapshot();
             prop_assert_eq!(s.offload_fallbacks, fallbacks);
@@ -313,4 +313,57 @@ proptest! {
         finish(&d, ctxs);
         drop(arrays);
     }
+}
+
+/// Contexts of several uids of one user namespace share the bound of the
+/// account that owns it (the top key), and the node bound holds for all
+/// accounts together.
+#[test]
+fn namespaced_uids_share_their_accounts_bound() {
+    use crate::state::account::Account;
+    use crate::state::context::Context;
+    let d = dev();
+    d.env.offload_threads_per_user.store(2, SeqCst);
+    let mut arrays: Vec<Vec<u8>> = (0..6).map(|_| Vec::new()).collect();
+    // Levels: (namespace 9, uid 100 + i), then (initial namespace, 1000).
+    let ctx_of = |uid: u64, slots: &mut Vec<u8>| -> KBox<Context> {
+        let account = Account::from_chain(&[9 << 32 | uid, 1000]).unwrap();
+        let c = d
+            .ctx_new_in(uid as u32, account, crate::edge::shim::ShimCtx::NULL)
+            .unwrap();
+        slots.resize(8, 0);
+        // SAFETY: the arrays outlive the contexts (finish below).
+        unsafe { c.set_status_array(slots.as_mut_ptr(), 8).unwrap() };
+        c
+    };
+    let mut it = arrays.iter_mut();
+    let ctxs: Vec<_> = (0..4).map(|i| ctx_of(100 + i, it.next().unwrap())).collect();
+    for (i, c) in ctxs.iter().enumerate() {
+        let p = pair(&d, c, i as u8);
+        assert_eq!(submit(&d, c, p, T, 0), PENDING);
+    }
+    // Four uids, but one account above them: two threads in all.
+    assert_eq!(d.env.spawns.load(SeqCst), 2);
+    assert_eq!((d.workers.of(&d.env, 1000), d.workers.total(&d.env)), (2, 2));
+    assert_eq!(d.stats.snapshot().offload_fallbacks, 2);
+    // The node bound: another account is refused once the node is full.
+    d.env.offload_threads_per_user.store(100, SeqCst);
+    d.env.offload_threads_max.store(2, SeqCst);
+    let other = d.ctx_new(7).unwrap();
+    let slots = it.next().unwrap();
+    slots.resize(8, 0);
+    // SAFETY: the array outlives the context.
+    unsafe { other.set_status_array(slots.as_mut_ptr(), 8).unwrap() };
+    let p = pair(&d, &other, 9);
+    assert_eq!(submit(&d, &other, p, T, 0), PENDING);
+    assert_eq!(d.env.spawns.load(SeqCst), 2, "node bound");
+    assert_eq!(d.workers.of(&d.env, 7), 0);
+    for c in &ctxs {
+        drain(&d, c);
+    }
+    let mut all = ctxs;
+    all.push(other);
+    finish(&d, all);
+    assert_eq!((d.workers.of(&d.env, 1000), d.workers.total(&d.env)), (0, 0));
+    drop(arrays);
 }

@@ -72,7 +72,8 @@ impl Model {
         }
         let (mut start, mut first_page) = (0u64, 0u64);
         let mut segs = Vec::with_capacity(iovs.len());
-        for v in iovs {
+        // An empty iovec carries no byte and gets no segment.
+        for v in iovs.iter().filter(|v| v.len > 0) {
             let s = MSeg {
                 base: v.base,
                 len: v.len,
