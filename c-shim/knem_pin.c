@@ -14,6 +14,7 @@
 #include <linux/mm.h>
 #include <linux/mmap_lock.h>
 #include <linux/sched.h>
+#include <linux/wait.h>
 
 #include "knem_compat.h"
 #include "knem_core.h"
@@ -32,12 +33,49 @@
  * Each FOLL_PIN of a small page adds GUP_PIN_COUNTING_BIAS (1024) to its
  * int refcount, so 2^21 pins of one page - many iovecs over the same page,
  * in one region or many, by any number of users: a shared library's page
- * cache page can be pinned read-only by anyone - would overflow it.  A
- * page whose count is past 2^29 after our pin (2^19 pins of a small page)
- * is refused with ENOMEM, as GUP itself refuses an overflowed count; the
- * headroom above it takes 24 concurrent full batches over the same page.
+ * cache page can be pinned read-only by anyone - would overflow it, and
+ * GUP warns (a crash under panic_on_warn) before it refuses.  A page whose
+ * count is past 2^29 after our pin (2^19 pins of a small page) is refused
+ * with ENOMEM.  That check runs after pinning, so it must be impossible
+ * for pins not checked yet to take a page from 2^29 past 2^31: all
+ * callers together may hold at most KNEM_PINS_UNCHECKED (2^20 pins, 2^30
+ * references) between pinning and the check, reserved before pinning; a
+ * caller finding none left waits for some.  That leaves 2^29 references
+ * for the page's other users.
  */
 #define KNEM_PIN_REFS_MAX (1 << 29)
+#define KNEM_PINS_UNCHECKED (1L << 20)
+
+static atomic_long_t knem_pins_unchecked = ATOMIC_LONG_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(knem_pins_wq);
+
+/* Up to nr of the unchecked pins, at least one; or -EINTR. */
+static long knem_pins_reserve(long nr)
+{
+	long cur = atomic_long_read(&knem_pins_unchecked);
+	long take;
+
+	for (;;) {
+		take = min(nr, KNEM_PINS_UNCHECKED - cur);
+		if (take <= 0) {
+			if (wait_event_killable(knem_pins_wq,
+						atomic_long_read(&knem_pins_unchecked) <
+						KNEM_PINS_UNCHECKED))
+				return -EINTR;
+			cur = atomic_long_read(&knem_pins_unchecked);
+			continue;
+		}
+		if (atomic_long_try_cmpxchg(&knem_pins_unchecked, &cur,
+					    cur + take))
+			return take;
+	}
+}
+
+static void knem_pins_unreserve(long nr)
+{
+	atomic_long_sub(nr, &knem_pins_unchecked);
+	wake_up(&knem_pins_wq);
+}
 
 static bool knem_pins_overflow(struct page **pages, long nr)
 {
@@ -56,25 +94,67 @@ static bool knem_pins_overflow(struct page **pages, long nr)
  * mapping is not writable yet: GUP then breaks COW now, and the page pinned
  * is the private page later writes go to.  The data does not change.  One
  * VMA at a time, so the count may come back smaller; the caller's pin is a
- * short one then, which the contract allows.
+ * short one then, which the contract allows.  Caller holds mmap_lock.
  */
-static long knem_ro_pin_flags(u64 start, u64 nr, unsigned int *gup_flags)
+static long knem_ro_pin_flags(struct mm_struct *mm, u64 start, u64 nr,
+			      unsigned int *gup_flags)
 {
-	struct mm_struct *mm = current->mm;
-	struct vm_area_struct *vma;
+	struct vm_area_struct *vma = knem_vma_lookup(mm, start);
 
-	if (mmap_read_lock_killable(mm))
-		return -EINTR;
-	vma = knem_vma_lookup(mm, start);
 	if (vma) {
 		/* Forcing must not make unreadable memory pinnable. */
 		if (knem_vma_is_cow(vma) && (vma->vm_flags & VM_READ))
 			*gup_flags |= FOLL_WRITE | FOLL_FORCE;
 		nr = min_t(u64, nr, (vma->vm_end - start) >> PAGE_SHIFT);
 	}
-	mmap_read_unlock(mm);
-	/* No VMA: leave it to pin_user_pages_fast() to fail with EFAULT. */
+	/* No VMA: leave it to the pin to fail with EFAULT. */
 	return nr;
+}
+
+/* The first of pages[0..nr) that is not anonymous; nr when all are. */
+static long knem_first_file_page(struct page **pages, long nr)
+{
+	long i;
+
+	for (i = 0; i < nr && PageAnon(pages[i]); i++)
+		;
+	return i;
+}
+
+/*
+ * A read-only pin where the COW break above is needed.  The decision is
+ * taken under mmap_lock and the fast pin runs after it, so another thread
+ * of the caller may have mapped something else there in between: a shared
+ * file mapping would then get a forced long-term write pin.  A forced
+ * write to a COW mapping leaves only anonymous pages (the private copies),
+ * which costs one pass over them to check; any other page means the
+ * mapping changed, and the pin is taken again with the decision and
+ * pin_user_pages() under one hold of mmap_lock, which a racing mmap()
+ * needs for writing.
+ */
+static long knem_pin_read_cow_break(u64 start, u64 nr, struct page **pages)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned int gup_flags = FOLL_LONGTERM;
+	long todo, pinned;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	todo = knem_ro_pin_flags(mm, start, nr, &gup_flags);
+	mmap_read_unlock(mm);
+	pinned = pin_user_pages_fast(start, todo, gup_flags, pages);
+	if (pinned <= 0 || !(gup_flags & FOLL_WRITE) ||
+	    knem_first_file_page(pages, pinned) == pinned)
+		return pinned;
+
+	unpin_user_pages(pages, pinned);
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	gup_flags = FOLL_LONGTERM;
+	todo = knem_ro_pin_flags(mm, start, nr, &gup_flags);
+	pinned = knem_pin_user_pages_locked(start, todo, gup_flags, pages);
+	mmap_read_unlock(mm);
+	return pinned;
 }
 
 /*
@@ -124,16 +204,6 @@ static long knem_write_pin_span(struct mm_struct *mm, u64 start, u64 nr)
 	if (!ok)
 		return -EFAULT;
 	return min(ok, nr);
-}
-
-/* The first of pages[0..nr) that is not anonymous; nr when all are. */
-static long knem_first_file_page(struct page **pages, long nr)
-{
-	long i;
-
-	for (i = 0; i < nr && PageAnon(pages[i]); i++)
-		;
-	return i;
 }
 
 /*
@@ -213,7 +283,7 @@ static long knem_pin_for_write(u64 start, u64 nr, unsigned int gup_flags,
 long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 {
 	unsigned int gup_flags = FOLL_LONGTERM;
-	long todo, pinned;
+	long reserved, pinned;
 
 	knem_might_sleep();
 	if (!nr)
@@ -222,31 +292,31 @@ long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 		return -EINVAL;
 	if (nr > KNEM_PIN_BATCH)
 		nr = KNEM_PIN_BATCH;
+	reserved = knem_pins_reserve(nr);
+	if (reserved < 0)
+		return reserved;
+	nr = reserved;
 
 	if (write) {
 		pinned = knem_pin_for_write(start, nr, gup_flags | FOLL_WRITE,
 					    (struct page **)pages);
+	} else if (knem_ro_pin_needs_cow_break()) {
+		pinned = knem_pin_read_cow_break(start, nr,
+						 (struct page **)pages);
 	} else {
-		if (knem_ro_pin_needs_cow_break()) {
-			todo = knem_ro_pin_flags(start, nr, &gup_flags);
-			if (todo < 0)
-				return todo;
-			nr = todo;
-		}
 		pinned = pin_user_pages_fast(start, nr, gup_flags,
 					     (struct page **)pages);
 	}
-	/* The contract promises an errno, never 0, when nothing was pinned. */
-	if (pinned == 0)
-		return -EFAULT;
 	if (pinned > 0 && knem_pins_overflow((struct page **)pages, pinned)) {
 		unpin_user_pages((struct page **)pages, pinned);
 		pr_info_ratelimited("knem: %s[%d]: a page is pinned too many times (over %u pins)\n",
 				    current->comm, task_tgid_vnr(current),
 				    KNEM_PIN_REFS_MAX / GUP_PIN_COUNTING_BIAS);
-		return -ENOMEM;
+		pinned = -ENOMEM;
 	}
-	return pinned;
+	knem_pins_unreserve(reserved);
+	/* The contract promises an errno, never 0, when nothing was pinned. */
+	return pinned ? pinned : -EFAULT;
 }
 
 void knem_shim_unpin_pages(void **pages, u64 nr, int dirty)

@@ -24,6 +24,7 @@ mod t_legacy;
 mod t_lifetime;
 mod t_notify;
 mod t_offload;
+mod t_security;
 mod t_share;
 mod t_status;
 mod util;
@@ -138,12 +139,21 @@ const TESTS: &[Test] = &[
     ("offload_threads_bounded",                 t_offload::offload_threads_bounded),
     ("offload_thread_in_callers_cpuset",        t_offload::offload_thread_in_callers_cpuset),
     ("offload_thread_cpus_kept_across_hotplug", t_offload::offload_thread_cpus_kept_across_hotplug),
+    // Issue 21: security III.
+    ("account_bounds_across_userns_uids",       t_security::account_bounds_across_userns_uids),
+    ("memlock_per_user_across_exec",            t_security::memlock_per_user_across_exec),
+    ("empty_iovecs_hold_no_kernel_memory",      t_security::empty_iovecs_hold_no_kernel_memory),
+    ("per_open_memory_charged_to_memcg",        t_security::per_open_memory_charged_to_memcg),
 ];
 
 /// Longest message passed back from a test process.
 const MAX_MSG: usize = 2000;
 
 fn main() {
+    // An image of memlock_per_user_across_exec, not the suite.
+    if let Ok(spec) = std::env::var(t_security::EXEC_ENV) {
+        std::process::exit(t_security::exec_round(&spec));
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut timeout = Duration::from_secs(300);
     let mut filters = Vec::new();

@@ -72,7 +72,7 @@ fn set_nofile(n: u64) -> TestResult {
 /// One fd with a status array, a source region holding the pattern of
 /// `seed` and a destination region, ready for an asynchronous COPY that
 /// reports in `slot`.
-struct Copier {
+pub(crate) struct Copier {
     dev: Device,
     array: StatusArray,
     mem: Mem,
@@ -82,7 +82,7 @@ struct Copier {
 }
 
 impl Copier {
-    fn new(seed: u8) -> TestResult<Copier> {
+    pub(crate) fn new(seed: u8) -> TestResult<Copier> {
         Copier::with_device(Device::open().ctx("open")?, seed)
     }
 
@@ -114,7 +114,7 @@ impl Copier {
         })
     }
 
-    fn submit(&self, what: &str) -> TestResult {
+    pub(crate) fn submit(&self, what: &str) -> TestResult {
         expect_pending(
             what,
             self.dev
@@ -123,7 +123,7 @@ impl Copier {
     }
 
     /// The copy ended SUCCESS with every byte in place.
-    fn check(&self, seed: u8, what: &str) -> TestResult {
+    pub(crate) fn check(&self, seed: u8, what: &str) -> TestResult {
         wait_slot_success(&self.array, self.slot, what)?;
         check_bytes(what, &self.mem.read(PAGE, PAGE), |i| pat(seed, i as u64))
     }
