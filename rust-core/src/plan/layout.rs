@@ -295,7 +295,8 @@ mod tests {
         let l = SegList::new(&[iov(0x1000, 0); 4096]).unwrap();
         assert_eq!((l.segments().len(), l.total(), l.pages()), (0, 0, 0));
         let mut buf = [Segment::default(); 2];
-        let l = SegList::new_in(&[iov(0, 0), iov(0x1000, 3), iov(0, 0), iov(9, 1)], &mut buf).unwrap();
+        let l =
+            SegList::new_in(&[iov(0, 0), iov(0x1000, 3), iov(0, 0), iov(9, 1)], &mut buf).unwrap();
         assert!(l.is_borrowed());
         assert_eq!(l.segments().len(), 2);
         assert_eq!(l.seek(3), Some(Pos { seg: 1, in_seg: 0 }));

@@ -35,6 +35,9 @@ pub const CHUNK_SLOTS: usize = 256;
 /// Chunks at most (so at most `CHUNK_SLOTS * MAX_CHUNKS` live regions).
 pub const MAX_CHUNKS: usize = 4096;
 
+/// Most slots a context's release looks at in one hold of the table lock.
+const SCAN_PER_HOLD: usize = 1024;
+
 /// Bits of a cookie that hold the slot index (`CHUNK_SLOTS * MAX_CHUNKS`).
 pub const INDEX_BITS: u32 = 20;
 /// Bits of a cookie's random tag.
@@ -118,6 +121,10 @@ pub struct Table {
     /// Slots release_ctx looked at (host tests).
     #[cfg(test)]
     pub scanned: AtomicUsize,
+    /// Most slots release_ctx looked at in one hold of the lock (host
+    /// tests).
+    #[cfg(test)]
+    pub scanned_per_hold: AtomicUsize,
 }
 
 /// Live regions per account level, per context (id), and in all.
@@ -168,6 +175,8 @@ impl Table {
             }),
             #[cfg(test)]
             scanned: AtomicUsize::new(0),
+            #[cfg(test)]
+            scanned_per_hold: AtomicUsize::new(0),
         }
     }
 
@@ -455,7 +464,9 @@ impl Table {
     /// Removes every live region of context `ctx` (file release).  Copies
     /// running against them finish on their own references.  The scan
     /// stops once the context has no live region left, so a context that
-    /// created none scans nothing.
+    /// created none scans nothing.  Each hold of the table lock frees at
+    /// most 32 regions and looks at most `SCAN_PER_HOLD` slots, so other
+    /// users' creations wait for no long scan while many fds close.
     pub fn release_ctx<E: Env>(&self, env: &E, stats: &Stats, ctx: u64) {
         const BATCH: usize = 32;
         let mut next = 0usize;
@@ -465,7 +476,8 @@ impl Table {
             let used = {
                 let _g = TableGuard::new(env);
                 let mut used = self.used.load(Relaxed);
-                while next < used && n < BATCH {
+                let first = next;
+                while next < used && n < BATCH && next - first < SCAN_PER_HOLD {
                     // SAFETY: table lock held; the borrow ends here.
                     if unsafe { self.live() }.ctxs.get(ctx) == 0 {
                         used = next;
@@ -501,6 +513,8 @@ impl Table {
                     }
                     n += 1;
                 }
+                #[cfg(test)]
+                self.scanned_per_hold.fetch_max(next - first, Relaxed);
                 used
             };
             // Unpinning may take a while: do it without the table lock.

@@ -337,14 +337,19 @@ fn namespaced_uids_share_their_accounts_bound() {
         c
     };
     let mut it = arrays.iter_mut();
-    let ctxs: Vec<_> = (0..4).map(|i| ctx_of(100 + i, it.next().unwrap())).collect();
+    let ctxs: Vec<_> = (0..4)
+        .map(|i| ctx_of(100 + i, it.next().unwrap()))
+        .collect();
     for (i, c) in ctxs.iter().enumerate() {
         let p = pair(&d, c, i as u8);
         assert_eq!(submit(&d, c, p, T, 0), PENDING);
     }
     // Four uids, but one account above them: two threads in all.
     assert_eq!(d.env.spawns.load(SeqCst), 2);
-    assert_eq!((d.workers.of(&d.env, 1000), d.workers.total(&d.env)), (2, 2));
+    assert_eq!(
+        (d.workers.of(&d.env, 1000), d.workers.total(&d.env)),
+        (2, 2)
+    );
     assert_eq!(d.stats.snapshot().offload_fallbacks, 2);
     // The node bound: another account is refused once the node is full.
     d.env.offload_threads_per_user.store(100, SeqCst);
@@ -364,6 +369,9 @@ fn namespaced_uids_share_their_accounts_bound() {
     let mut all = ctxs;
     all.push(other);
     finish(&d, all);
-    assert_eq!((d.workers.of(&d.env, 1000), d.workers.total(&d.env)), (0, 0));
+    assert_eq!(
+        (d.workers.of(&d.env, 1000), d.workers.total(&d.env)),
+        (0, 0)
+    );
     drop(arrays);
 }

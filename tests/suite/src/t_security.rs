@@ -9,8 +9,8 @@ use crate::t_offload::{Copier, TestCgroup};
 use crate::util::*;
 use knem::{Device, Errno, Iovec, Protection, RegionFlags};
 use nix::libc;
-use std::os::fd::{AsRawFd, FromRawFd};
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
+use std::os::fd::{AsRawFd, FromRawFd};
 
 /// The account (uid in the initial namespace) the namespace tests run as.
 const ACCOUNT: u32 = 1000;
@@ -25,10 +25,18 @@ const SUBUIDS: u32 = 16;
 /// the way newuidmap writes an account's subordinate range).
 fn in_account_namespace(f: impl FnOnce() -> TestResult) -> TestResult {
     let mut peer = spawn_peer(|chan| {
-        setresgid(Gid::from_raw(ACCOUNT), Gid::from_raw(ACCOUNT), Gid::from_raw(ACCOUNT))
-            .ctx("setresgid")?;
-        setresuid(Uid::from_raw(ACCOUNT), Uid::from_raw(ACCOUNT), Uid::from_raw(ACCOUNT))
-            .ctx("setresuid")?;
+        setresgid(
+            Gid::from_raw(ACCOUNT),
+            Gid::from_raw(ACCOUNT),
+            Gid::from_raw(ACCOUNT),
+        )
+        .ctx("setresgid")?;
+        setresuid(
+            Uid::from_raw(ACCOUNT),
+            Uid::from_raw(ACCOUNT),
+            Uid::from_raw(ACCOUNT),
+        )
+        .ctx("setresuid")?;
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
             .ctx("unshare(CLONE_NEWUSER) as an unprivileged user")?;
         chan.send(1)?;
@@ -52,7 +60,10 @@ fn in_account_namespace(f: impl FnOnce() -> TestResult) -> TestResult {
 /// forked process per id, all at once: each sends what `f` returns, then
 /// holds on to what it made until every one has reported.  Returns the
 /// values in the order of `ids`.
-fn as_each_uid(ids: std::ops::Range<u32>, f: fn(u32) -> TestResult<(u64, Box<dyn std::any::Any>)>) -> TestResult<Vec<u64>> {
+fn as_each_uid(
+    ids: std::ops::Range<u32>,
+    f: fn(u32) -> TestResult<(u64, Box<dyn std::any::Any>)>,
+) -> TestResult<Vec<u64>> {
     let mut peers = Vec::new();
     for id in ids {
         peers.push(spawn_peer(move |chan| {
@@ -179,23 +190,40 @@ pub fn memlock_per_user_across_exec() -> TestResult {
                 become_nobody()?;
                 let dev = Device::open().ctx("open as nobody")?;
                 let mem = Mem::new(MEMLOCK_PAGES as usize)?;
-                region_at(&dev, &mem, 0, MEMLOCK_PAGES as usize * PAGE, Protection::READ, RegionFlags::NONE)?;
+                region_at(
+                    &dev,
+                    &mem,
+                    0,
+                    MEMLOCK_PAGES as usize * PAGE,
+                    Protection::READ,
+                    RegionFlags::NONE,
+                )?;
                 let child = spawn_peer(|_| {
                     let mine = Mem::new(1)?;
                     let own = Device::open().ctx("open in a forked child")?;
-                    expect_errno("one page in a forked child", try_pin(&own, &mine), Errno::ENOMEM)
+                    expect_errno(
+                        "one page in a forked child",
+                        try_pin(&own, &mine),
+                        Errno::ENOMEM,
+                    )
                 })?;
                 child.finish()?;
                 // Keep the fd across exec; the images report on stderr.
                 let fd = dev.as_raw_fd();
-                nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
-                    .ctx("clear FD_CLOEXEC")?;
+                nix::fcntl::fcntl(
+                    fd,
+                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+                )
+                .ctx("clear FD_CLOEXEC")?;
                 std::mem::forget(dev);
                 exec_self(fd, 0)
             })?;
             peer.finish()?;
             let now = counter("pinned_pages")?;
-            ensure!(now == pinned, "pinned_pages {now} after the last image exited, expected {pinned}");
+            ensure!(
+                now == pinned,
+                "pinned_pages {now} after the last image exited, expected {pinned}"
+            );
             Ok(())
         })
     })
@@ -249,7 +277,14 @@ pub fn exec_round(spec: &str) -> i32 {
         drop(dev);
         let own = Device::open().ctx("open after the last exec")?;
         mine.fill(0x3d);
-        let c = region_at(&own, &mine, 0, MEMLOCK_PAGES as usize * PAGE, Protection::READ, RegionFlags::NONE)?;
+        let c = region_at(
+            &own,
+            &mine,
+            0,
+            MEMLOCK_PAGES as usize * PAGE,
+            Protection::READ,
+            RegionFlags::NONE,
+        )?;
         let mut buf = vec![0u8; PAGE];
         expect_success("read it back", own.read_into(c, 0, &mut buf, None))?;
         check_bytes("read it back", &buf, |_| 0x3d)
@@ -298,7 +333,10 @@ pub fn empty_iovecs_hold_no_kernel_memory() -> TestResult {
         "a region of {IOVECS} empty iovecs raised the group's memory.current from {before} to {during}"
     );
     let mut buf = [0u8; 16];
-    expect_success("read of the empty region", dev.read_into(c, 0, &mut buf, None))?;
+    expect_success(
+        "read of the empty region",
+        dev.read_into(c, 0, &mut buf, None),
+    )?;
     dev.destroy_region(c).ctx("destroy")?;
     drop(iovecs);
     drop(dev);
@@ -321,7 +359,11 @@ pub fn per_open_memory_charged_to_memcg() -> TestResult {
     const FDS: u64 = 1000;
     let cg = TestCgroup::with(&["memory"])?;
     for (what, per_fd, open) in [
-        ("O_RDONLY", 2560u64, Device::open_readonly as fn() -> knem::Result<Device>),
+        (
+            "O_RDONLY",
+            2560u64,
+            Device::open_readonly as fn() -> knem::Result<Device>,
+        ),
         ("O_RDWR", 1024, Device::open),
     ] {
         let before = slab(&cg)?;

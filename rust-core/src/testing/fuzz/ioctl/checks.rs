@@ -199,7 +199,10 @@ impl Harness {
         assert_eq!(s.offload_threads, workers, "offload threads");
         for &uid in UIDS.iter() {
             let mine = self.ctxs.iter().filter(|m| m.worker && m.uid == uid);
-            assert_eq!(self.dev.workers.of(&self.dev.env, uid as u64), mine.count() as u64);
+            assert_eq!(
+                self.dev.workers.of(&self.dev.env, uid as u64),
+                mine.count() as u64
+            );
         }
         assert_eq!(
             s.offload_fallbacks, self.sum.fallback_done as u64,
