@@ -48,7 +48,7 @@ fn expect_vm_pin(what: &str, pages: u64) -> TestResult {
     Ok(())
 }
 
-fn set_memlock(pages: u64) -> TestResult {
+pub(crate) fn set_memlock(pages: u64) -> TestResult {
     let lim = libc::rlimit {
         rlim_cur: pages * PAGE as u64,
         rlim_max: pages * PAGE as u64,

@@ -5,10 +5,10 @@
 use crate::ensure;
 use crate::stats::counter;
 use crate::t_bounds::with_param;
+use crate::t_harden::set_memlock;
 use crate::t_offload::{Copier, TestCgroup};
 use crate::util::*;
 use knem::{Device, Errno, Iovec, Protection, RegionFlags};
-use nix::libc;
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
 use std::os::fd::{AsRawFd, FromRawFd};
 
@@ -56,13 +56,16 @@ fn in_account_namespace(f: impl FnOnce() -> TestResult) -> TestResult {
     peer.finish()
 }
 
+/// What a process of [`as_each_uid`] keeps until every one has reported.
+type Held = Box<dyn std::any::Any>;
+
 /// Runs `f` as uid and gid `id` of the current user namespace in one
 /// forked process per id, all at once: each sends what `f` returns, then
 /// holds on to what it made until every one has reported.  Returns the
 /// values in the order of `ids`.
 fn as_each_uid(
     ids: std::ops::Range<u32>,
-    f: fn(u32) -> TestResult<(u64, Box<dyn std::any::Any>)>,
+    f: fn(u32) -> TestResult<(u64, Held)>,
 ) -> TestResult<Vec<u64>> {
     let mut peers = Vec::new();
     for id in ids {
@@ -186,7 +189,7 @@ pub fn memlock_per_user_across_exec() -> TestResult {
         with_device_open_to_all(|| {
             let pinned = counter("pinned_pages")?;
             let peer = spawn_peer(|_| {
-                set_memlock_pages(MEMLOCK_PAGES)?;
+                set_memlock(MEMLOCK_PAGES)?;
                 become_nobody()?;
                 let dev = Device::open().ctx("open as nobody")?;
                 let mem = Mem::new(MEMLOCK_PAGES as usize)?;
@@ -296,17 +299,6 @@ pub fn exec_round(spec: &str) -> i32 {
             1
         }
     }
-}
-
-fn set_memlock_pages(pages: u64) -> TestResult {
-    let lim = libc::rlimit {
-        rlim_cur: pages * PAGE as u64,
-        rlim_max: pages * PAGE as u64,
-    };
-    // SAFETY: plain setrlimit with a valid struct.
-    let r = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
-    ensure!(r == 0, "setrlimit(RLIMIT_MEMLOCK): {}", Errno::last());
-    Ok(())
 }
 
 /// A region of 2^20 empty iovecs holds no kernel memory for them: in a
