@@ -9,8 +9,10 @@
  * than the limit in all (CAP_IPC_LOCK bypasses it, and such pins are not
  * charged to the user at all).  They are also counted in the pinning
  * process's mm->pinned_vm, as RDMA does, so VmPin in /proc/PID/status
- * shows them.  The record keeps the user (get_uid) and the mm (mmgrab),
- * so the same ones are uncharged whoever drops the last reference: the
+ * shows them.  The record keeps the user (through a reference to the
+ * pinner's credentials, which hold it: free_uid() is not exported before
+ * 5.11) and the mm (mmgrab), so the same ones are uncharged whoever drops
+ * the last reference: the
  * offload thread, another process's close, or a close after the owner
  * exited.  It also keeps the process (a struct pid, which outlives its
  * task safely) for the ptrace access rule.
@@ -149,14 +151,14 @@ MODULE_PARM_DESC(access_policy,
 
 struct knem_owner {
 	struct mm_struct *mm;   /* mmgrab()ed; pinned_vm counts our pages */
-	struct user_struct *user;  /* charged, get_uid()ed; or NULL: exempt */
+	const struct cred *cred;   /* its user is charged; or NULL: exempt */
 	struct pid *tgid;       /* the pinning process */
 	u64 pages;
 };
 
 /*
  * Charge pages to the current user's locked_vm; -EDQUOT over the
- * caller's RLIMIT_MEMLOCK unless exempt (o->user stays NULL then), so
+ * caller's RLIMIT_MEMLOCK unless exempt (o->cred stays NULL then), so
  * that the core can tell the limit from a failed allocation.
  */
 static int knem_charge(struct knem_owner *o, u64 pages)
@@ -173,7 +175,7 @@ static int knem_charge(struct knem_owner *o, u64 pages)
 			goto over;
 		next = cur + pages;
 	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
-	o->user = get_uid(user);
+	o->cred = get_current_cred();
 	return 0;
 
 over:
@@ -222,9 +224,9 @@ void knem_shim_owner_put(void *owner)
 {
 	struct knem_owner *o = owner;
 
-	if (o->user) {
-		atomic_long_sub(o->pages, &o->user->locked_vm);
-		free_uid(o->user);
+	if (o->cred) {
+		atomic_long_sub(o->pages, &o->cred->user->locked_vm);
+		put_cred(o->cred);
 	}
 	atomic64_sub(o->pages, &o->mm->pinned_vm);
 	mmdrop(o->mm);
