@@ -23,6 +23,20 @@ check() {
 }
 say() { echo "---- $*"; }
 
+# packages_configured PKG...: dpkg knows every PKG and has it configured
+# ("install ok installed"), and dpkg --audit has nothing to say.  A package
+# dpkg does not know fails, it is not skipped.
+packages_configured() {
+	local p s
+	for p in "$@"; do
+		s=$(dpkg-query -W -f='${Status}' "$p" 2>&1) || { echo "$p: not known to dpkg: $s"; return 1; }
+		echo "$p: $s"
+		[ "$s" = "install ok installed" ] || return 1
+	done
+	s=$(dpkg --audit 2>&1)
+	[ -z "$s" ] || { echo "dpkg --audit: $s"; return 1; }
+}
+
 # Kernels whose headers are installed.
 kernels_with_headers() {
 	local b k
