@@ -420,7 +420,7 @@ dkms_chroot() {
 	rc=0
 	in_root "$c" "/build/$src/tests/kernels/dkms-in-chroot.sh" /build/deb "$up" \
 		$(target_of "$up_suite" "$c") > "$log" 2>&1 || rc=$?
-	grep -E '^(ok|FAIL|----|     >)|^kernels with|^failing-kernel|passed, .* failed$' "$log" | sed "s/^/[$c] /"
+	grep -E '^(ok|FAIL|skip|----|     >)|^kernels with|^failing-kernel|passed, .* failed(, [0-9]+ skipped)?$' "$log" | sed "s/^/[$c] /"
 	timing "dkms-$c" $((SECONDS - t0))
 	local apt_rc
 	apt_rc=$(sed -n 's/^failing-kernel apt exit code: //p' "$log")
@@ -505,7 +505,7 @@ cmd_vm() {
 		fi
 		# insmod succeeded: the runner printed the module's taint.
 		if grep -aq '^KNEM-VM-TAINT module=' "$log"; then result "$name" loads ok; else result "$name" loads FAIL; fi
-		grep -aE '^tests/vm/run: (FAIL|module taint|boot to shell)|^full-suite.sh: |passed, [0-9]+ failed$' "$log" | sed "s/^/[$name] /"
+		grep -aE '^tests/vm/run: (FAIL|module taint|boot to shell)|^full-suite.sh: |passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | sed "s/^/[$name] /"
 		timing "vm-$name" $((SECONDS - start))
 	done < <(prepared)
 	return $failed
