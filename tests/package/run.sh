@@ -243,12 +243,14 @@ nothing_left() {
 
 # lintian over the .changes of make deb: it must exist, name the packages,
 # and lintian must exit 0 (its default --fail-on is error; it also fails
-# when it cannot run) with no E: line.
+# when it cannot run) with no E: line.  Without --show-overrides: with it,
+# lintian 2.116 counts the errors our overrides accept (the prebuilt
+# object) towards --fail-on and exits 2.
 lintian_clean() {
 	local changes=$1 out=$2 rc=0
 	[ -n "$changes" ] && [ -s "$changes" ] || { echo "no .changes from make deb (or an empty one): '$changes'"; return 1; }
 	grep -q "knem-rs-dkms_${version}-.*_all\.deb" "$changes" || { echo "$changes names no knem-rs-dkms .deb"; return 1; }
-	lintian --pedantic --show-overrides "$changes" > "$out" 2>&1 || rc=$?
+	lintian --pedantic "$changes" > "$out" 2>&1 || rc=$?
 	echo "lintian exit status $rc, $(grep -c '^E: ' "$out") errors, $(grep -c '^W: ' "$out") warnings ($out)"
 	grep '^E: ' "$out"
 	[ "$rc" -eq 0 ] && ! grep -q '^E: ' "$out"
