@@ -214,10 +214,28 @@ fuzz-core-smoke:
 			$(FUZZ_CORE_DIR)/$$t.log; \
 	done
 
+# Every stage runs even after one fails (make -k), in one make, so what
+# stages share (core-object, module) is built once; a stage that passed
+# appends its name to build/test-stages.passed, and the summary counts the
+# stages that did not as failed.  make test exits non-zero on any failure.
 TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test kernels-test \
 	interop fuzz-smoke package-test bench-smoke
-test: $(TEST_STAGES)
-	@echo "make test stages: $(words $(TEST_STAGES)) passed, 0 failed"
+STAGES_PASSED := $(BUILD)/test-stages.passed
+test:
+	@mkdir -p $(BUILD) && : > $(STAGES_PASSED)
+	@rc=0; $(MAKE) -k --no-print-directory $(addprefix test-stage-,$(TEST_STAGES)) || rc=$$?; \
+	passed=0; failed=0; failed_names=; \
+	for s in $(TEST_STAGES); do \
+		if grep -qx "$$s" $(STAGES_PASSED); then passed=$$((passed + 1)); \
+		else failed=$$((failed + 1)); failed_names="$$failed_names $$s"; fi; \
+	done; \
+	[ $$failed -eq 0 ] || echo "make test: failed stages:$$failed_names"; \
+	echo "make test stages: $$passed passed, $$failed failed"; \
+	[ $$failed -eq 0 ] && [ $$rc -eq 0 ]
+
+.PHONY: $(addprefix test-stage-,$(TEST_STAGES))
+$(addprefix test-stage-,$(TEST_STAGES)): test-stage-%: %
+	@echo "$*" >> $(STAGES_PASSED)
 
 bench-smoke:
 	$(MAKE) bench BENCH_ARGS=--quick

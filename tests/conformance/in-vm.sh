@@ -3,8 +3,10 @@
 #
 # in-vm.sh PROGRAM... - run each conformance program (in the guest), pass
 # on its output, and print the totals of all of them last:
-# "N passed, N failed".  Exits nonzero when any case failed or a program
-# did not finish with its own summary line.
+# "N passed, N failed".  Exits nonzero when any case failed, a program
+# did not finish with its own summary line, or a program exited non-zero
+# (whatever its summary said: a crash after the summary, or a summary
+# that hides a failure, is a failed program).
 passed=0
 failed=0
 for p in "$@"; do
@@ -19,6 +21,10 @@ for p in "$@"; do
 		rest=${last#* passed, }
 		passed=$((passed + ${last%% passed, *}))
 		failed=$((failed + ${rest%% failed}))
+		if [ "$status" -ne 0 ]; then
+			echo "FAIL $p: exited with status $status after its summary line"
+			failed=$((failed + 1))
+		fi
 		;;
 	*)
 		echo "FAIL $p: exited with status $status without a summary line"

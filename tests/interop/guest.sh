@@ -40,26 +40,62 @@ else
 	fail ucx_info "no knem transport in ucx_info -d"
 fi
 
+# listening PORT: a TCP socket of this machine listens on PORT
+# (/proc/net/tcp and tcp6: local address ...:PORT in hex, state 0A).
+listening() {
+	awk -v p="$(printf ':%04X' "$1")" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
+		END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 # ucx_perftest: the server (rank 0) in the background, the client (rank 1)
 # names it.  No warm-up (-w 0): its iteration count depends on the clock.
+# The client starts once the server listens (it does after opening its
+# transports; up to 30 s) and runs once: a client that fails after
+# reaching the server is a failure, never retried.
 perftest() {
 	port=$1
 	shift
 	ucx_perftest -p "$port" > "/tmp/perftest-server-$port.log" 2>&1 &
 	server=$!
-	# The server listens once it has opened its transports.
-	sleep 1
 	i=0
-	until ucx_perftest -p "$port" -w 0 "$@" 127.0.0.1; do
+	until listening "$port"; do
 		i=$((i + 1))
-		if [ "$i" -ge 30 ] || ! kill -0 "$server" 2>/dev/null; then
+		if [ "$i" -ge 300 ] || ! kill -0 "$server" 2>/dev/null; then
+			echo "perftest: the server never listened on port $port"
+			sed 's/^/    server: /' "/tmp/perftest-server-$port.log" | tail -n 20
 			kill "$server" 2>/dev/null
 			wait "$server"
 			return 1
 		fi
-		sleep 1
+		sleep 0.1
 	done
+	if ! ucx_perftest -p "$port" -w 0 "$@" 127.0.0.1; then
+		sed 's/^/    server: /' "/tmp/perftest-server-$port.log" | tail -n 20
+		kill "$server" 2>/dev/null
+		wait "$server"
+		return 1
+	fi
 	wait "$server"
+}
+
+# get_polls DB SIZE ITERS MAX: the server's polls in a get test that moved
+# DB bytes, ITERS gets of SIZE by the client plus one poll of SIZE at a
+# time.  The poll count is bounded apart from the bytes: at least 1 (the
+# end of the test), at most MAX (one per millisecond of the run).  Prints
+# the count; fails, saying why, when DB is not ITERS gets plus 1 to MAX
+# polls, so that extra copies beyond the bound show.
+get_polls() {
+	db=$1 size=$2 iters=$3 max=$4
+	if [ $((db % size)) -ne 0 ]; then
+		echo "knem bytes +$db are not a whole number of $size-byte copies"
+		return 1
+	fi
+	polls=$((db / size - iters))
+	if [ "$polls" -lt 1 ] || [ "$polls" -gt "$max" ]; then
+		echo "knem bytes +$db are $((db / size)) copies of $size: $iters gets and $polls polls, expected 1 to $max polls"
+		return 1
+	fi
+	echo "$polls"
 }
 
 size=4194304
@@ -71,14 +107,19 @@ run_check uct-put-zcopy $((size * (iters + 1))) \
 # UCT get, zero-copy: one get of the whole buffer per iteration, while the
 # server polls for the end of the test with gets of the same size, one per
 # millisecond at most (perftest's responder): knem must have moved the
-# client's gets plus a whole number, at least one, of polls.
+# client's gets plus at least one poll, and no more polls than the run
+# lasted milliseconds (get_polls).
 b0=$(knem_bytes) f0=$(counter copies_failed)
+t0=$(date +%s%N)
 if perftest 13338 -t get -x knem -d memory -D zcopy -s $size -n $iters \
 	> /tmp/uct-get-zcopy.log 2>&1; then
+	ms=$((($(date +%s%N) - t0) / 1000000))
 	db=$(($(knem_bytes) - b0))
-	polls=$((db / size - iters))
-	[ $((db % size)) -eq 0 ] && [ "$polls" -ge 1 ] || polls=1
-	verify "uct-get-zcopy ($iters gets + $polls polls)" $((size * (iters + polls))) "$b0" "$f0"
+	if polls=$(get_polls "$db" "$size" "$iters" $((ms + 1))); then
+		verify "uct-get-zcopy ($iters gets + $polls polls in $ms ms)" $((size * (iters + polls))) "$b0" "$f0"
+	else
+		fail uct-get-zcopy "$polls"
+	fi
 else
 	sed 's/^/    /' /tmp/uct-get-zcopy.log | tail -n 30
 	fail uct-get-zcopy "ucx_perftest failed"

@@ -151,6 +151,9 @@ resolve_kvers() {
 # The modules tests/vm/run loads into a guest (the scratch ext4 disk, the
 # host root over 9p), with what they depend on, from the package extracted
 # at X, kept as DEST/lib/modules/KVER with a modules.dep made for them.
+# Fails when they cannot be had: the full suite's scratch ext4 needs them
+# (tests/vm/run --scratch-ext4 fails without), and a kernel must not go
+# on to the VM steps as if it had them.
 vm_modules='virtio_pci virtio_blk ext4 crc32c_generic 9pnet_virtio 9p'
 keep_modules() {
 	local x=$1 kver=$2 dest=$3 src= d m line todo done_=' ' path
@@ -158,11 +161,12 @@ keep_modules() {
 		[ -d "$d/kernel" ] && src=$d
 	done
 	if [ -z "$src" ]; then
-		echo "$kver: the image package holds no modules; the VM gets no ext4 or 9p"
-		return 0
+		echo "$kver: the image package holds no modules: the VM would get no ext4 or 9p" >&2
+		return 1
 	fi
 	# depmod reads BASE/lib/modules/KVER.
-	depmod -b "${src%/lib/modules/"$kver"}" "$kver" || { echo "$kver: depmod failed; the VM gets no ext4 or 9p"; return 0; }
+	depmod -b "${src%/lib/modules/"$kver"}" "$kver" ||
+		{ echo "$kver: depmod failed: the VM would get no ext4 or 9p" >&2; return 1; }
 	rm -rf "$dest"
 	mkdir -p "$dest/lib/modules/$kver"
 	cp "$src/modules.dep" "$dest/lib/modules/$kver/"
@@ -189,7 +193,8 @@ keep_modules() {
 
 # The bzImage of KVER from its package (linux-image-KVER, its unsigned
 # twin, or linux-binary-KVER on kernels that split the image out), copied
-# to OUT; its modules for the VM next to it, as OUT.modules.
+# to OUT; its modules for the VM next to it, as OUT.modules.  Status 1: no
+# image of KVER to be had; 2: an image without the modules the VM needs.
 fetch_image() {
 	local c=$1 kver=$2 out=$3 root tmp pkg f
 	root=$(root_of "$c")
@@ -213,7 +218,10 @@ fetch_image() {
 						dpkg-deb -x "$tmp"/*.deb "$tmp/x"
 					fi
 				fi
-				keep_modules "$tmp/x" "$kver" "$out.modules"
+				if ! keep_modules "$tmp/x" "$kver" "$out.modules"; then
+					rm -rf "$tmp" "$out"
+					return 2
+				fi
 				rm -rf "$tmp"
 				echo "$kver: image from $pkg"
 				return 0
@@ -225,7 +233,7 @@ fetch_image() {
 }
 
 prepare_chroot() {
-	local c=$1 root t0 t1 name chroot suite flavour kver found
+	local c=$1 root t0 t1 name chroot suite flavour kver found rc
 	root=$(root_of "$c")
 	t0=$SECONDS
 	if [ ! -x "$root/usr/bin/apt-get" ] || [ ! -f "$root/.debootstrap-done" ]; then
@@ -258,10 +266,13 @@ prepare_chroot() {
 		[ "$chroot" = "$c" ] || continue
 		found=
 		for kver in $(resolve_kvers "$c" "$suite" "$flavour"); do
-			if fetch_image "$c" "$kver" "$dir/images/$name.vmlinuz"; then
+			rc=0
+			fetch_image "$c" "$kver" "$dir/images/$name.vmlinuz" || rc=$?
+			if [ "$rc" -eq 0 ]; then
 				found=$kver
 				break
 			fi
+			[ "$rc" -eq 1 ] || die "$suite: the image of $kver comes without the modules its VM needs"
 			echo "$suite: no image of $kver to be had, trying an older one"
 		done
 		[ -n "$found" ] || die "$suite: no linux-headers-$flavour version with an image"
@@ -420,7 +431,7 @@ dkms_chroot() {
 	rc=0
 	in_root "$c" "/build/$src/tests/kernels/dkms-in-chroot.sh" /build/deb "$up" \
 		$(target_of "$up_suite" "$c") > "$log" 2>&1 || rc=$?
-	grep -E '^(ok|FAIL|----|     >)|^kernels with|^failing-kernel|passed, .* failed$' "$log" | sed "s/^/[$c] /"
+	grep -E '^(ok|FAIL|skip|----|     >)|^kernels with|^failing-kernel|passed, .* failed(, [0-9]+ skipped)?$' "$log" | sed "s/^/[$c] /"
 	timing "dkms-$c" $((SECONDS - t0))
 	local apt_rc
 	apt_rc=$(sed -n 's/^failing-kernel apt exit code: //p' "$log")
@@ -505,7 +516,7 @@ cmd_vm() {
 		fi
 		# insmod succeeded: the runner printed the module's taint.
 		if grep -aq '^KNEM-VM-TAINT module=' "$log"; then result "$name" loads ok; else result "$name" loads FAIL; fi
-		grep -aE '^tests/vm/run: (FAIL|module taint|boot to shell)|^full-suite.sh: |passed, [0-9]+ failed$' "$log" | sed "s/^/[$name] /"
+		grep -aE '^tests/vm/run: (FAIL|module taint|boot to shell)|^full-suite.sh: |passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | sed "s/^/[$name] /"
 		timing "vm-$name" $((SECONDS - start))
 	done < <(prepared)
 	return $failed

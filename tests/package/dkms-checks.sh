@@ -7,8 +7,11 @@
 
 passed=0
 failed=0
+skipped=0
 ok() { echo "ok   $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+# A check that did not run, and why: counted apart, never as a pass.
+skip() { echo "skip $*"; skipped=$((skipped + 1)); }
 # check NAME COMMAND...: run COMMAND, output to the log, judge its status.
 check() {
 	local what=$1 log
@@ -22,6 +25,20 @@ check() {
 	fi
 }
 say() { echo "---- $*"; }
+
+# packages_configured PKG...: dpkg knows every PKG and has it configured
+# ("install ok installed"), and dpkg --audit has nothing to say.  A package
+# dpkg does not know fails, it is not skipped.
+packages_configured() {
+	local p s
+	for p in "$@"; do
+		s=$(dpkg-query -W -f='${Status}' "$p" 2>&1) || { echo "$p: not known to dpkg: $s"; return 1; }
+		echo "$p: $s"
+		[ "$s" = "install ok installed" ] || return 1
+	done
+	s=$(dpkg --audit 2>&1)
+	[ -z "$s" ] || { echo "dpkg --audit: $s"; return 1; }
+}
 
 # Kernels whose headers are installed.
 kernels_with_headers() {
@@ -47,6 +64,14 @@ module_of() {
 		return 0
 	done
 	return 1
+}
+
+# No knem.ko for kernel $1: neither DKMS's record nor the file.
+module_absent_for() {
+	local ko
+	if dkms_installed_for "$1"; then echo "dkms status: knem-rs installed for $1"; return 1; fi
+	if ko=$(module_of "$1"); then echo "knem.ko present for $1: $ko"; return 1; fi
+	return 0
 }
 
 dkms_installed_for() {

@@ -437,6 +437,15 @@ fn main() {
         deltas.join(", ")
     ));
 
+    // A run that took no step checked nothing: it fails.
+    checks.push((
+        "the processes took steps".into(),
+        if steps > 0 {
+            Ok(())
+        } else {
+            Err("0 steps in the whole run".into())
+        },
+    ));
     checks.push((
         "no errno outside the documented sets, no wrong success".into(),
         if failures == 0 {

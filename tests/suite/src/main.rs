@@ -1,13 +1,15 @@
 //! knem-tests: the in-VM integration suite of knem-rs.
 //!
 //! Runs every test in its own forked process (a crash, an abort or a hang
-//! fails that test only), prints `ok NAME` or `FAIL NAME: REASON` per test
-//! and `N passed, N failed` last; exits 1 if anything failed.  When the
+//! fails that test only), prints `ok NAME`, `FAIL NAME: REASON` or
+//! `skip NAME: WHY` (a test that cannot run here, see `util::skip`) per
+//! test and `N passed, N failed, N skipped` last; exits 1 if anything
+//! failed, and with `--no-skip` a skip is a failure.  When the
 //! driver's sysfs counters exist, every test is also checked for leaks:
 //! contexts, regions, pinned pages and the kernel's FOLL_PIN balance must
 //! be back at their values from before the test.
 //!
-//! Usage: `knem-tests [--list] [--timeout SECS] [SUBSTRING...]`.
+//! Usage: `knem-tests [--list] [--timeout SECS] [--no-skip] [SUBSTRING...]`.
 
 mod stats;
 mod t_async;
@@ -36,7 +38,17 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
-use util::TestResult;
+use util::{TestResult, SKIP_PREFIX};
+
+/// Exit status of a test process whose test was skipped.
+const SKIP_EXIT: i32 = 77;
+
+/// How a test that did not fail ended.
+enum Outcome {
+    Passed,
+    /// The test's own message: `skipped: WHY`.
+    Skipped(String),
+}
 
 /// A test: a name and a function.
 type Test = (&'static str, fn() -> TestResult);
@@ -156,6 +168,7 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut timeout = Duration::from_secs(300);
+    let mut no_skip = false;
     let mut filters = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -166,6 +179,7 @@ fn main() {
                 }
                 return;
             }
+            "--no-skip" => no_skip = true,
             "--timeout" => {
                 let secs = it.next().and_then(|s| s.parse().ok()).unwrap_or(300);
                 timeout = Duration::from_secs(secs);
@@ -177,7 +191,7 @@ fn main() {
     // Without the device nothing else can say anything useful.
     if let Err(e) = knem::Device::open() {
         println!("FAIL device: {e}");
-        println!("0 passed, 1 failed");
+        println!("0 passed, 1 failed, 0 skipped");
         std::process::exit(1);
     }
     let leak_check = stats::counters_available();
@@ -188,16 +202,25 @@ fn main() {
         );
     }
 
-    let (mut passed, mut failed) = (0u32, 0u32);
+    let (mut passed, mut failed, mut skipped) = (0u32, 0u32, 0u32);
     for (name, f) in TESTS {
         if !filters.is_empty() && !filters.iter().any(|p| name.contains(p.as_str())) {
             continue;
         }
         let r = run_isolated(*f, timeout, leak_check);
         match r {
-            Ok(()) => {
+            Ok(Outcome::Passed) => {
                 passed += 1;
                 println!("ok {name}");
+            }
+            Ok(Outcome::Skipped(msg)) if no_skip => {
+                failed += 1;
+                println!("FAIL {name}: {} (--no-skip)", one_line(&msg));
+            }
+            Ok(Outcome::Skipped(msg)) => {
+                skipped += 1;
+                let why = msg.strip_prefix(SKIP_PREFIX).unwrap_or(&msg);
+                println!("skip {name}: {}", one_line(why));
             }
             Err(msg) => {
                 failed += 1;
@@ -205,7 +228,7 @@ fn main() {
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
     std::process::exit(if failed == 0 { 0 } else { 1 });
 }
 
@@ -217,8 +240,13 @@ fn one_line(s: &str) -> String {
         .join("; ")
 }
 
-/// Run `f` in a child process, with a deadline, then check for leaks.
-fn run_isolated(f: fn() -> TestResult, timeout: Duration, leak_check: bool) -> TestResult {
+/// Run `f` in a child process, with a deadline, then check for leaks
+/// (after a skip too: a test may give up half-way).
+fn run_isolated(
+    f: fn() -> TestResult,
+    timeout: Duration,
+    leak_check: bool,
+) -> Result<Outcome, String> {
     let base = if leak_check {
         Some(stats::Snapshot::take().map_err(|e| format!("baseline: {e}"))?)
     } else {
@@ -234,6 +262,7 @@ fn run_isolated(f: fn() -> TestResult, timeout: Duration, leak_check: bool) -> T
             let r = f();
             let (code, msg) = match r {
                 Ok(()) => (0, String::new()),
+                Err(m) if m.starts_with(SKIP_PREFIX) => (SKIP_EXIT, m),
                 Err(m) => (1, m),
             };
             let mut end = msg.len().min(MAX_MSG);
@@ -281,14 +310,15 @@ fn run_isolated(f: fn() -> TestResult, timeout: Duration, leak_check: bool) -> T
         msg.extend_from_slice(&buf[..n]);
     }
     let msg = String::from_utf8_lossy(&msg).into_owned();
-    match status {
-        WaitStatus::Exited(_, 0) => {}
+    let outcome = match status {
+        WaitStatus::Exited(_, 0) => Outcome::Passed,
+        WaitStatus::Exited(_, SKIP_EXIT) if msg.starts_with(SKIP_PREFIX) => Outcome::Skipped(msg),
         WaitStatus::Exited(_, _) => return Err(msg),
         WaitStatus::Signaled(_, sig, _) => return Err(format!("killed by {sig:?} {msg}")),
         other => return Err(format!("unexpected wait status {other:?}")),
-    }
+    };
     if let Some(base) = base {
         stats::wait_for(&base, "not back to baseline after the test")?;
     }
-    Ok(())
+    Ok(outcome)
 }

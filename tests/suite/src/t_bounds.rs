@@ -216,7 +216,10 @@ pub fn fatal_signal_stops_long_copy() -> TestResult {
 
 /// A process SIGKILLed 200 ms into a 384 MiB copy on its fd's offload
 /// thread is gone in half a whole copy's time: closing the fd stops
-/// the copy between pieces instead of waiting for it.
+/// the copy between pieces instead of waiting for it.  The copy must
+/// have been submitted (PENDING) and still in flight when the kill
+/// landed: the victim watches its slot and reports the end of the copy,
+/// and no such report may be waiting once it is gone.
 pub fn fatal_signal_stops_long_async_copy() -> TestResult {
     let mut child = spawn_peer(|chan| {
         let dev = Device::open().ctx("open")?;
@@ -247,20 +250,47 @@ pub fn fatal_signal_stops_long_async_copy() -> TestResult {
     drop(child);
     let mut child = spawn_peer(|chan| {
         let dev = Device::open().ctx("open")?;
-        let _array = dev.map_status_array(PAGE).ctx("map status array")?;
+        let array = dev.map_status_array(PAGE).ctx("map status array")?;
         let (src, dst) = (Mem::new(LONG_MEM / PAGE)?, Mem::new(LONG_MEM / PAGE)?);
         let (s, d) = long_regions(&dev, &src, &dst)?;
-        long_copy(&dev, s, d, CopyFlags::MEMCPY_THREAD).ctx("async copy")?;
+        let st = long_copy(&dev, s, d, CopyFlags::MEMCPY_THREAD).ctx("async copy")?;
+        ensure!(st == knem::Status::Pending, "async copy ended {st} at once");
         chan.send(1)?;
+        // Until the kill: report the slot's end, should it come first.
         loop {
-            thread_sleep(1000);
+            match array.get_acquire(0) {
+                Some(knem::Status::Pending) => thread_sleep(5),
+                other => {
+                    chan.send(COPY_ENDED | encode_status(other))?;
+                    loop {
+                        thread_sleep(1000);
+                    }
+                }
+            }
         }
     })?;
     child.recv()?;
     thread_sleep(200);
     let gone = child.kill_timed()?;
+    if let Some(v) = child.recv_after_exit() {
+        let slot = match v & !COPY_ENDED {
+            0xff => "no status".to_string(),
+            raw => knem::Status::from_raw(raw as u32).to_string(),
+        };
+        return Err(format!(
+            "the async copy ended ({slot}) before the kill 200 ms after its submission: the kill did not land in flight (a whole copy takes {whole:?})"
+        ));
+    }
     eprintln!("384 MiB async copy: {whole:?}; killed 200 ms into one, gone in {gone:?}");
     check_gone(whole, gone)
+}
+
+/// Marks a victim's report that its async copy ended before the kill.
+const COPY_ENDED: u64 = 1 << 62;
+
+/// A status slot as a number for the channel (0xff: no status).
+fn encode_status(st: Option<knem::Status>) -> u64 {
+    st.map_or(0xff, |s| s.to_raw() as u64)
 }
 
 fn thread_sleep(ms: u64) {

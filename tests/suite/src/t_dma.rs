@@ -1,7 +1,7 @@
 //! Issue 7: copies offloaded to a dmaengine channel.  The channel is the
 //! test-only software provider of tests/dma-provider (knem_dma_test.ko):
-//! tests that need it load it from /opt when the VM run added it, and pass
-//! without doing anything when it is absent (the plain suite run).
+//! tests that need it load it from /opt when the VM run added it, and are
+//! reported as skipped when it is absent (the plain suite run).
 
 use crate::ensure;
 use crate::t_offload::TestCgroup;
@@ -44,17 +44,18 @@ fn sh(args: &[&str]) -> TestResult<bool> {
     Ok(st.success())
 }
 
-/// Loads the provider if the VM run added it; false when it cannot be had.
-fn ensure_provider() -> TestResult<bool> {
+/// Loads the provider if the VM run added it; a skip when the run did not.
+fn ensure_provider() -> TestResult {
     if provider_loaded() {
-        return Ok(true);
+        return Ok(());
     }
     if !Path::new(PROVIDER_KO).exists() {
-        eprintln!("note: no {PROVIDER_KO}: DMA engine tests skipped");
-        return Ok(false);
+        return Err(skip(format!(
+            "no {PROVIDER_KO} (tests/dma-provider/run-vm.sh adds it)"
+        )));
     }
     ensure!(sh(&["insmod", PROVIDER_KO])?, "insmod {PROVIDER_KO} failed");
-    Ok(true)
+    Ok(())
 }
 
 /// One page holding [`SEED`]'s pattern.
@@ -227,9 +228,7 @@ pub fn info_follows_engine() -> TestResult {
 /// copies over multi-segment unaligned layouts; data checked, and the
 /// provider really ran descriptors.
 pub fn engine_matrix() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     let owner = Device::open().ctx("open")?;
     let dev = Device::open().ctx("open second fd")?;
@@ -336,9 +335,7 @@ pub fn engine_matrix() -> TestResult {
 /// Injected descriptor failures end in FAILED, synchronously and in the
 /// slot, and leak nothing (the harness checks pins and counters).
 pub fn engine_failures() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     let dev = Device::open().ctx("open")?;
     let array = dev.map_status_array(64).ctx("mmap")?;
@@ -384,9 +381,7 @@ pub fn engine_failures() -> TestResult {
 /// A process dies (SIGKILL) with slow DMA in flight, synchronous and on
 /// its thread: the harness then checks that every pin and counter is back.
 pub fn engine_sigkill_in_flight() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     set_provider_param("delay_us", 2000)?;
     const SZ: usize = 1 << 20;
@@ -435,9 +430,7 @@ pub fn engine_sigkill_in_flight() -> TestResult {
 /// The provider unloaded while idle: the feature bit clears, DMA copies
 /// fall back to the CPU; loaded again, it is found again.
 pub fn engine_provider_unload() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let dev = Device::open().ctx("open")?;
     ensure!(
         dev.info().ctx("GET_INFO")?.has_dma(),
@@ -494,9 +487,7 @@ pub fn engine_provider_unload() -> TestResult {
 /// submission order (a ring walker stops at the first PENDING); slow
 /// descriptors make overtaking visible if it could happen.
 pub fn engine_asyncdmacomplete_order() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     set_provider_param("delay_us", 100)?;
     let dev = Device::open().ctx("open")?;
@@ -636,9 +627,7 @@ impl DmaLoop {
 /// abandoned batch is reaped (dma_abandoned back to 0) and the harness
 /// finds pins and counters at baseline.
 pub fn timeout_isolated() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     let t = DmaTimeout::set(1000);
     let timeout = Duration::from_millis(t.ms);
@@ -708,9 +697,7 @@ pub fn timeout_isolated() -> TestResult {
 /// wait for what is queued gives way to the fatal signal (the batch is
 /// abandoned, reaped once the engine calls it back).
 pub fn fatal_signal_stops_long_dma_copy() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     const SRC: usize = 16 << 20;
     const REPEAT: usize = 4;
@@ -770,9 +757,7 @@ pub fn fatal_signal_stops_long_dma_copy() -> TestResult {
 /// pieces must not be in flight together.  By region copy and by inline
 /// read into aliasing local iovecs.
 pub fn overlapping_destination() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     set_provider_param("lifo", 1)?;
     let dev = Device::open().ctx("open")?;
@@ -839,9 +824,7 @@ pub fn overlapping_destination() -> TestResult {
 /// SUCCESS with their bytes, and the fd accepts requests again (once the
 /// releases that follow the slots ran: retried for up to 3 s).
 pub fn async_batches_bounded() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     const MAX: usize = 4096;
     let dev = Device::open().ctx("open")?;
@@ -910,9 +893,7 @@ pub fn async_batches_bounded() -> TestResult {
 /// process's fd copies across the close with every byte checked, and the
 /// abandoned request is reaped once the engine lets it go.
 pub fn timeout_isolated_on_close() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     let _k = Knobs;
     let t = DmaTimeout::set(1000);
     let timeout = Duration::from_millis(t.ms);
@@ -969,9 +950,7 @@ pub fn timeout_isolated_on_close() -> TestResult {
 /// batch and its piece array; the core's request alone is far less), and
 /// it falls back once they have completed.
 pub fn async_batches_charged() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     const N: usize = 4096;
     const PER_REQUEST: u64 = 4096;
     let _k = Knobs;
@@ -1046,9 +1025,7 @@ pub fn async_batches_charged() -> TestResult {
 /// engine holds it.  Once the engine runs again, it returns and all five
 /// end SUCCESS with their bytes.
 pub fn async_pieces_bounded() -> TestResult {
-    if !ensure_provider()? {
-        return Ok(());
-    }
+    ensure_provider()?;
     const BIG: usize = 16384;
     const FILL: usize = 4;
     let _k = Knobs;

@@ -126,16 +126,18 @@ pub fn memlock_limit_enforced() -> TestResult {
             drop(dev);
             expect_vm_pin("after close", 0)
         })?;
+        let pid = peer.pid();
         peer.finish()?;
         // The refusal is explained once in the kernel log (rate-limited),
-        // naming the process and the limit.
+        // naming the process and the limit: this test's peer, by its pid,
+        // not a line another test's process left.
         let log = std::process::Command::new("dmesg").output().ctx("dmesg")?;
         let log = String::from_utf8_lossy(&log.stdout);
+        let who = format!("knem: knem-tests[{pid}]: ");
         ensure!(
             log.lines()
-                .any(|l| l.contains("knem: knem-tests[")
-                    && l.contains("exceeds RLIMIT_MEMLOCK (64 KiB")),
-            "no kernel log line naming the process and RLIMIT_MEMLOCK"
+                .any(|l| l.contains(&who) && l.contains("exceeds RLIMIT_MEMLOCK (64 KiB")),
+            "no kernel log line naming this test's process ({who}...) and RLIMIT_MEMLOCK"
         );
         Ok(())
     })

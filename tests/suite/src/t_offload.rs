@@ -398,6 +398,34 @@ fn cpus_allowed(pid: u32) -> TestResult<String> {
         .ok_or_else(|| format!("{p}: no Cpus_allowed_list"))
 }
 
+/// The running kernel's (major, minor) version.
+fn kernel_version() -> TestResult<(u32, u32)> {
+    let p = "/proc/sys/kernel/osrelease";
+    let r = std::fs::read_to_string(p).ctx(p)?;
+    let mut it = r.trim().split(|c: char| !c.is_ascii_digit());
+    match (
+        it.next().and_then(|v| v.parse().ok()),
+        it.next().and_then(|v| v.parse().ok()),
+    ) {
+        (Some(major), Some(minor)) => Ok((major, minor)),
+        _ => Err(format!("{p}: no version in {r:?}")),
+    }
+}
+
+/// Whether cgroup_attach_task_all() moves a kernel thread into the
+/// submitter's cgroup v2 group on this kernel: not on 5.10 (it walks the
+/// v1 hierarchies only), on 6.1 and later.  Kernels in between are not
+/// tested here: no expectation is guessed for them.
+fn attach_reaches_v2_group() -> TestResult<bool> {
+    match kernel_version()? {
+        v if v >= (6, 1) => Ok(true),
+        v if v <= (5, 10) => Ok(false),
+        (major, minor) => Err(format!(
+            "kernel {major}.{minor}: whether cgroup_attach_task_all() reaches the v2 group is not known here (attach_reaches_v2_group)"
+        )),
+    }
+}
+
 fn cgroup_of(pid: u32) -> TestResult<String> {
     let p = format!("/proc/{pid}/cgroup");
     let s = std::fs::read_to_string(&p).ctx(&p)?;
@@ -455,9 +483,17 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
     // Some kernels (5.10) attach a kernel thread to the cgroup v1
     // hierarchies only: the thread stays in the v2 root, outside the
     // cpuset, and the module then keeps it on the submitter's own CPUs.
+    // Which case applies follows from the kernel's version, not from
+    // where the thread is found: a broken attach on a kernel that joins
+    // must fail.
+    let joined = attach_reaches_v2_group()?;
     let group = cgroup_of(ta)?;
-    let joined = group == cg.name();
     if joined {
+        ensure!(
+            group == cg.name(),
+            "offload thread in cgroup {group}, its submitter in {} (this kernel attaches kernel threads to the v2 group)",
+            cg.name()
+        );
         let n = pids(&cg)?;
         ensure!(
             n == pids0 + 1,
@@ -466,11 +502,8 @@ pub fn offload_thread_in_callers_cpuset() -> TestResult {
     } else {
         ensure!(
             group == "/",
-            "offload thread in cgroup {group}, its submitter in {}",
+            "offload thread in cgroup {group}, its submitter in {} (this kernel leaves kernel threads in the v2 root)",
             cg.name()
-        );
-        println!(
-            "note offload_thread_in_callers_cpuset: this kernel leaves the thread in cgroup v2's root; checking it keeps to the submitter's CPUs"
         );
     }
 

@@ -15,6 +15,17 @@ use std::ptr::NonNull;
 /// Result type of every test and helper.
 pub type TestResult<T = ()> = Result<T, String>;
 
+/// How the message of a test that could not run here begins (see [`skip`]).
+pub const SKIP_PREFIX: &str = "skipped: ";
+
+/// The `Err` of a test that cannot run here, saying why: the harness
+/// reports it as skipped, never as passed (and as failed with `--no-skip`).
+/// Only an `Err` that is exactly this is a skip; context added on top
+/// (`.ctx(..)`) turns it into a failure.
+pub fn skip(why: impl std::fmt::Display) -> String {
+    format!("{SKIP_PREFIX}{why}")
+}
+
 /// Page size the driver and these tests assume.
 pub const PAGE: usize = 4096;
 
@@ -457,12 +468,23 @@ impl Peer {
     }
 
     /// SIGKILL the peer; how long until it was reaped.
-    pub fn kill_timed(mut self) -> TestResult<std::time::Duration> {
+    pub fn kill_timed(&mut self) -> TestResult<std::time::Duration> {
         let start = std::time::Instant::now();
         kill(self.pid, Signal::SIGKILL).ctx("kill")?;
         self.reaped = true;
         waitpid(self.pid, None).ctx("waitpid")?;
         Ok(start.elapsed())
+    }
+
+    /// After the peer is gone: a value it sent that was not received yet,
+    /// if any (None at the end of the channel).
+    pub fn recv_after_exit(&mut self) -> Option<u64> {
+        self.chan.recv().ok()
+    }
+
+    /// The peer's process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
     }
 }
 
