@@ -428,11 +428,6 @@ pub fn spawn_peer(f: impl FnOnce(&mut Chan) -> TestResult) -> TestResult<Peer> {
 }
 
 impl Peer {
-    /// The peer's process id.
-    pub fn pid(&self) -> Pid {
-        self.pid
-    }
-
     /// Send one u64 to the peer.
     pub fn send(&mut self, v: u64) -> TestResult {
         self.chan.send(v)
