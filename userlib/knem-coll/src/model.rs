@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use knem_transport::Kind;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -240,8 +241,8 @@ impl FromStr for Algorithm {
     }
 }
 
-/// Model parameters (seconds, bytes).
-#[derive(Debug, Clone, PartialEq)]
+/// Model parameters (seconds, bytes), as the model file stores them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Params {
     /// Where they come from (a preset name or "calibrated on ...").
     pub source: String,
@@ -262,23 +263,28 @@ pub struct Params {
     /// Cost of one point-to-point signal (throttling, trees).
     pub signal: f64,
     /// Measured γ points (c, γ_c), for the record.
+    #[serde(default)]
     pub gamma_points: Vec<(usize, f64)>,
     /// Parallel efficiency e of copies that run at once (memory bandwidth
     /// and caches they share): m of them progress 1 + e·(m−1) times as
     /// fast as one, i.e. each one's nβ + lγ_c⌈n/s⌉ is stretched by
     /// δ_m = m / (1 + e·(m−1)).  Contention-Aware Kernel-Assisted MPI Collectives assumes e = 1 (bandwidth to
     /// spare); e = 0 means the copies get no further than one would.
+    #[serde(default = "full_efficiency")]
     pub bw_par: f64,
     /// Extra cost, as a fraction, of a step whose copies outnumber the
     /// CPUs beyond sharing them evenly (preemption, cache refills, ranks
     /// waking up).  0 unless calibrated.
+    #[serde(default)]
     pub oversub: f64,
     /// Bytes of a core's private cache (0: unknown).  Copies that fit
     /// there hardly compete for memory bandwidth, so δ applies to the
     /// fraction of a copy beyond it.
+    #[serde(default)]
     pub cache: u64,
     /// Measured step points (m, time of m concurrent big copies from one
     /// process / time of one), for the record.
+    #[serde(default)]
     pub step_points: Vec<(usize, f64)>,
     /// CPUs the ranks share (0: one per rank, the paper's setting).  The Contention-Aware
     /// Kernel-Assisted MPI Collectives paper runs one rank per core, so c concurrent copies progress
@@ -286,7 +292,12 @@ pub struct Params {
     /// time (contention γ at that concurrency) and the rest wait their
     /// turn, so a step of c copies costs c/cpus times a step of `cpus`
     /// copies.  Set from the host by [`Params::for_host`]; not stored.
+    #[serde(skip)]
     pub cpus: usize,
+}
+
+fn full_efficiency() -> f64 {
+    1.0
 }
 
 impl Default for Params {
