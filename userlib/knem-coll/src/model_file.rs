@@ -64,6 +64,32 @@ mod tests {
     }
 
     #[test]
+    fn the_user_model_comes_before_the_system_one() {
+        use crate::model::{load_first, store};
+        use knem_transport::Kind;
+        let dir = std::env::temp_dir().join(format!("knem-rs-model-{}", std::process::id()));
+        let (user, system) = (dir.join("user.json"), dir.join("system.json"));
+        let paths = [user.clone(), system.clone()];
+        let named = |s: &str| Params {
+            source: s.into(),
+            ..Params::default()
+        };
+        assert!(load_first(&paths, Kind::Cma).is_none());
+        store(&system, Kind::Cma, &named("node")).unwrap();
+        store(&system, Kind::Shm, &named("node shm")).unwrap();
+        let (p, from) = load_first(&paths, Kind::Cma).unwrap();
+        assert_eq!((p.source.as_str(), &from), ("node", &system));
+        store(&user, Kind::Cma, &named("mine")).unwrap();
+        assert_eq!(load_first(&paths, Kind::Cma).unwrap().0.source, "mine");
+        // A transport the user did not calibrate: the node's.
+        assert_eq!(load_first(&paths, Kind::Shm).unwrap().0.source, "node shm");
+        // A broken user file is passed over.
+        std::fs::write(&user, "{").unwrap();
+        assert_eq!(load_first(&paths, Kind::Cma).unwrap().0.source, "node");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn malformed_files_are_refused() {
         for bad in [
             "",
