@@ -251,3 +251,31 @@ fn the_planner_picks_within_10_percent_of_the_best() {
         "a known miss is fixed: update KNOWN_MISSES"
     );
 }
+
+/// With the measured grid, on odd, even and full teams: every candidate's
+/// prediction is finite and positive, its terms add up to it, and, where
+/// no lock span spreads the readers (all but scatter and gather), more
+/// bytes never cost less.
+#[test]
+fn grid_predictions_are_sane() {
+    let params = xeon16();
+    let sizes: Vec<u64> = (0..=24).flat_map(|i| [1u64 << i, (1 << i) + 1]).collect();
+    for p in [2, 3, 5, 8, 13, RANKS] {
+        for op in Op::ALL {
+            for a in op.algorithms(p, 1) {
+                let mut last = 0.0;
+                for &n in &sizes {
+                    let pred = params.predict(op, a, n, p, 1, p).unwrap();
+                    let t = pred.total();
+                    assert!(t.is_finite() && t > 0.0, "{op} {a} {n} B on {p}: {t}");
+                    let sum: f64 = pred.terms.iter().map(|t| t.count * t.each).sum();
+                    assert_eq!(sum, params.cost(op, a, n, p, 1, p).unwrap());
+                    if !matches!(op, Op::Scatter | Op::Gather) {
+                        assert!(t >= last, "{op} {a} on {p}: {n} B {t} < {last}");
+                    }
+                    last = t;
+                }
+            }
+        }
+    }
+}
