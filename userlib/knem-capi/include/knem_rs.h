@@ -66,6 +66,8 @@ extern "C" {
 #define KNEM_RS_ALG_RING_NEIGHBOR 9
 #define KNEM_RS_ALG_PAIRWISE 10
 #define KNEM_RS_ALG_RING 11
+#define KNEM_RS_ALG_RECURSIVE_DOUBLING 12
+#define KNEM_RS_ALG_BRUCK 13
 
 /* Operations, for knem_rs_team_plan. */
 #define KNEM_RS_OP_BCAST 0

@@ -1,6 +1,7 @@
-//! The C library carries the transports, teams and collectives, and none
-//! of the tooling crates (command-line parsing, JSON): `nm` finds no symbol
-//! of them in libknem_rs.so, and `ldd` lists only the C runtime.
+//! The C library carries the transports, teams and collectives (with
+//! serde_json, which reads the model file), and none of the command-line
+//! tooling crates (argument parsing, progress bars, plots): `nm` finds no
+//! symbol of them in libknem_rs.so, and `ldd` lists only the C runtime.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -40,8 +41,6 @@ fn no_tooling_crate_is_linked() {
         "4clap",
         "10clap_lex",
         "11clap_builder",
-        "5serde",
-        "10serde_json",
         "9indicatif",
         "8plotters",
     ] {

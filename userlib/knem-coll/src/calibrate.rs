@@ -5,7 +5,7 @@
 //! by the copies, CPUs shared by the ranks).
 
 use crate::error::{Error, Result};
-use crate::model::Params;
+use crate::model::{Contention, Params};
 use crate::team::Team;
 use knem_transport::{cma_pin_only, cma_touch_pages, Descriptor, Kind, Transport};
 use std::time::Instant;
@@ -137,6 +137,96 @@ fn step_points(
     Ok(points)
 }
 
+/// Block sizes of the contention grid: where pinning dominates (one
+/// page) to where bandwidth does.
+const GRID_SIZES: [usize; 6] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
+
+/// Reader counts of the grid on p ranks: 1, 2, 4, ... and p-1.
+fn grid_readers(p: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..)
+        .map(|i| 1usize << i)
+        .take_while(|&c| c < p - 1)
+        .collect();
+    v.push(p - 1);
+    v.dedup();
+    v
+}
+
+/// The mean over ranks 1..=c of each one's median time of `f` (run by
+/// ranks 1..=c at once, the others wait).
+fn concurrent(
+    team: &Team,
+    c: usize,
+    reps: usize,
+    mut f: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
+    let me = team.rank();
+    team.barrier()?;
+    let mut mine = 0.0;
+    if me >= 1 && me <= c {
+        mine = time_for(0.01, reps, || f(me))?;
+    }
+    let all = team.allgather_words(&[mine.to_bits()])?;
+    Ok((1..=c).map(|r| f64::from_bits(all[r][0])).sum::<f64>() / c as f64)
+}
+
+/// The contention grid: c readers copy the same n bytes of rank 0 at once
+/// (and, with CMA, only pin its pages), for every size and reader count;
+/// then whether readers of disjoint ranges one page-table page apart
+/// contend as much (the lock span).
+fn contention_grid(
+    team: &Team,
+    root: &Descriptor,
+    dst: &mut [u8],
+    reps: usize,
+) -> Result<(Contention, u64)> {
+    let p = team.size();
+    let s = page_size();
+    let cma = team.transport().kind() == Kind::Cma;
+    let readers = grid_readers(p);
+    let mut grid = Contention {
+        sizes: GRID_SIZES.iter().map(|&n| n as u64).collect(),
+        readers: readers.clone(),
+        ..Contention::default()
+    };
+    for &n in &GRID_SIZES {
+        let (mut copy, mut pin) = (Vec::new(), Vec::new());
+        for &c in &readers {
+            let t = team.transport();
+            copy.push(concurrent(team, c, reps, |_| {
+                read_all(t, root, 0, &mut dst[..n])
+            })?);
+            if cma {
+                pin.push(concurrent(team, c, reps, |_| {
+                    Ok(cma_touch_pages(root.pid, root.addr, n / s, s)?)
+                })?);
+            }
+        }
+        grid.copy.push(copy);
+        if cma {
+            grid.pin.push(pin);
+        }
+    }
+    // Disjoint 64 KiB blocks, each in its own page-table page: if they
+    // wait less than half what readers of the same block wait, copies
+    // contend only within such a span.
+    let span = s * s / 8;
+    let (n, c) = (64 << 10, p - 1);
+    let mut lock_span = 0;
+    if c >= 2 {
+        let t = team.transport();
+        let apart = concurrent(team, c, reps, |me| {
+            read_all(t, root, (me - 1) * span, &mut dst[..n])
+        })?;
+        let j = GRID_SIZES.iter().position(|&g| g == n).unwrap_or(0);
+        let (alone, together) = (grid.copy[j][0], grid.copy[j][readers.len() - 1]);
+        if apart - alone < 0.5 * (together - alone) {
+            lock_span = span as u64;
+        }
+    }
+    Ok((grid, lock_span))
+}
+
 /// Calibrate on a team of at least 2; every rank calls it, rank 0 gets the
 /// parameters.  `reps` repetitions per point, medians.
 pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
@@ -152,7 +242,8 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     let movers = (p - 1).min(MAX_MOVERS);
     let me = team.rank();
     let kind = team.transport().kind();
-    let len = (chunk * (p - 1)).max(BIG * movers);
+    let span = s * s / 8;
+    let len = (chunk * (p - 1)).max(BIG * movers).max(span * (p - 1));
     let mut src = vec![0x5au8; if me == 0 { len } else { 1 }];
     // SAFETY: peers only read the buffer, which we leave alone until the
     // exposure is dropped at the end of this function.
@@ -205,6 +296,7 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
         }
     }
     let step_points = step_points(team, &root, &mut dst, movers, reps)?;
+    let (grid, lock_span) = contention_grid(team, &root, &mut dst, reps)?;
     // Synchronisation: barrier cost.
     let sync = time(reps * 4, || team.barrier())? / (p.max(2) as f64).log2().ceil();
     drop(exp);
@@ -245,5 +337,7 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     params.gamma_points = gamma_points;
     params.fit_steps(&step_points, BIG as u64);
     params.step_points = step_points;
+    params.contention = Some(grid);
+    params.lock_span = lock_span;
     Ok(Some(params))
 }

@@ -90,22 +90,24 @@ fn spare(v: Vec<u8>) {
 pub fn variants(op: Op, p: usize) -> Vec<Option<Algorithm>> {
     use Algorithm::*;
     let mut v: Vec<Option<Algorithm>> = vec![None];
-    let ks = [1, 2, 3, p.max(1)];
+    // Every throttle factor and radix up to the team size (at least the
+    // smallest ones, whatever the size).
+    let ks = 1..=p.max(3);
     match op {
         Op::Bcast => {
             v.extend([DirectRead, DirectWrite, ScatterAllgather, Hierarchical].map(Some));
-            v.extend(ks.iter().map(|k| Some(Throttled(*k))));
-            v.extend([2, 3, 4].map(|k| Some(Knomial(k))));
+            v.extend(ks.clone().map(|k| Some(Throttled(k))));
+            v.extend((2..=p.max(4)).map(|k| Some(Knomial(k))));
         }
         Op::Scatter => {
             v.extend([DirectRead, Sequential].map(Some));
-            v.extend(ks.iter().map(|k| Some(Throttled(*k))));
+            v.extend(ks.clone().map(|k| Some(Throttled(k))));
         }
         Op::Gather => {
             v.extend([DirectWrite, Sequential].map(Some));
-            v.extend(ks.iter().map(|k| Some(Throttled(*k))));
+            v.extend(ks.map(|k| Some(Throttled(k))));
         }
-        Op::Allgather => v.extend([RingSource, RingNeighbor].map(Some)),
+        Op::Allgather => v.extend([RingSource, RingNeighbor, RecursiveDoubling, Bruck].map(Some)),
         Op::Alltoall => v.extend([Pairwise, Ring].map(Some)),
     }
     v.dedup();
@@ -115,12 +117,17 @@ pub fn variants(op: Op, p: usize) -> Vec<Option<Algorithm>> {
 /// The algorithms of [`variants`] with distinct schedules, for the big
 /// sizes: the planner's run repeats one of them, throttling to k >= p-1
 /// is the direct schedule, and a k-nomial tree of radix >= p is the
-/// same whatever the radix.
+/// same whatever the radix.  Factors and radices beyond 4 differ from the
+/// smaller ones only in how many wait for whom, which the small sizes
+/// (every factor, unaligned blocks included) check; big sizes keep the
+/// sweep short.
 pub fn distinct_variants(op: Op, p: usize) -> Vec<Algorithm> {
     use Algorithm::*;
     let mut out: Vec<Algorithm> = Vec::new();
     for alg in variants(op, p).into_iter().flatten() {
         let alg = match alg {
+            Throttled(k) if k > 3 && k + 1 < p => continue,
+            Knomial(k) if k > 4 && k < p => continue,
             Throttled(k) if k + 1 >= p && op == Op::Gather => DirectWrite,
             Throttled(k) if k + 1 >= p => DirectRead,
             Knomial(k) if k >= p => Knomial(p.max(2)),
@@ -394,6 +401,11 @@ fn sweep_inner(
         };
         for &vary in varies {
             for alg in variants(op, p) {
+                // Factors and radices beyond 4 add waits, not code paths:
+                // one root each (the smaller ones run with both).
+                let many =
+                    matches!(alg, Some(Algorithm::Throttled(k) | Algorithm::Knomial(k)) if k > 4);
+                let rs = if many { &rs[..1] } else { rs };
                 for &size in small {
                     for &root in rs {
                         salt += 1;
@@ -451,6 +463,7 @@ mod tests {
             distinct_variants(Op::Scatter, 3),
             [DirectRead, Sequential, Throttled(1)]
         );
+        // Factors 1 to 3 (p-1 and p are direct writes).
         assert_eq!(
             distinct_variants(Op::Gather, 8),
             [
@@ -460,6 +473,16 @@ mod tests {
                 Throttled(2),
                 Throttled(3)
             ]
+        );
+        // Small sizes: every factor and radix up to p, on an odd team.
+        let v = variants(Op::Bcast, 7);
+        assert!((1..=7).all(|k| v.contains(&Some(Throttled(k)))), "{v:?}");
+        assert!((2..=7).all(|k| v.contains(&Some(Knomial(k)))), "{v:?}");
+        let b = distinct_variants(Op::Bcast, 7);
+        assert!(b.contains(&Knomial(7)) && !b.contains(&Knomial(5)), "{b:?}");
+        assert_eq!(
+            distinct_variants(Op::Allgather, 5),
+            [RingSource, RingNeighbor, RecursiveDoubling, Bruck]
         );
         let b = distinct_variants(Op::Bcast, 3);
         assert!(b.contains(&Knomial(2)) && b.contains(&Knomial(3)), "{b:?}");

@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::{Algorithm, Op};
+use crate::schedule;
 use crate::team::{Team, MAX_RANKS};
 use knem_transport::{Descriptor, Exposure};
 
@@ -540,6 +541,28 @@ impl Team {
                     self.read_exact(&descs[left].0, b * n, &mut recv[b * n..(b + 1) * n])?;
                     exp.publish(b * n, n)?;
                     self.signal(i as u64);
+                }
+            }
+            Algorithm::RecursiveDoubling | Algorithm::Bruck => {
+                let plan = if alg == Algorithm::Bruck {
+                    schedule::bruck
+                } else {
+                    schedule::recursive_doubling
+                };
+                for j in 0..schedule::log_steps(p) {
+                    if let Some((src, first, count)) = plan(me, j, p) {
+                        // The source holds these blocks once it finished
+                        // step j-1 (its own block from the start).
+                        if j > 0 {
+                            self.wait_for(src, j as u64)?;
+                        }
+                        for (a, len) in schedule::runs(first, count, p) {
+                            let (lo, hi) = (a * n, (a + len) * n);
+                            self.read_exact(&descs[src].0, lo, &mut recv[lo..hi])?;
+                            exp.publish(lo, hi - lo)?;
+                        }
+                    }
+                    self.signal(j as u64 + 1);
                 }
             }
             other => {

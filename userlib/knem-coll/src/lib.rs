@@ -20,10 +20,12 @@ pub mod calibrate;
 #[cfg(feature = "tools")]
 pub mod check;
 mod coll;
+mod contention;
 mod error;
 pub mod launch;
 pub mod model;
 mod model_file;
+pub mod schedule;
 pub mod team;
 pub mod topo;
 #[cfg(feature = "tools")]

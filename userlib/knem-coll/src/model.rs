@@ -1,8 +1,11 @@
 //! The Contention-Aware Kernel-Assisted MPI Collectives cost model T = α + nβ + lγ_c⌈n/s⌉, its parameters, and the
 //! planner that picks an algorithm (and k) per operation, size and team size.
 
+pub use crate::contention::Contention;
 use crate::error::{Error, Result};
+use crate::schedule;
 use knem_transport::Kind;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -45,27 +48,16 @@ impl Op {
     }
 
     /// The algorithms that implement this operation for `p` ranks on
-    /// `nodes` NUMA nodes (k-variants for k = 2, 4, 8, ... below p).
+    /// `nodes` NUMA nodes: throttling to every k from 2 to p−2 (p−1 is the
+    /// direct schedule) and k-nomial trees of every radix from 2 to p−1.
     pub fn algorithms(self, p: usize, nodes: usize) -> Vec<Algorithm> {
-        let ks = || {
-            let mut v = Vec::new();
-            let mut k = 2;
-            while k < p.saturating_sub(1) {
-                v.push(k);
-                k *= 2;
-            }
-            v
-        };
         use Algorithm::*;
+        let throttled = || (2..p.saturating_sub(1)).map(Throttled);
         let mut out = match self {
             Op::Bcast => {
                 let mut v = vec![DirectRead, DirectWrite];
-                v.extend(ks().into_iter().map(Throttled));
-                let mut k = 2;
-                while k < p.max(3) {
-                    v.push(Knomial(k));
-                    k *= 2;
-                }
+                v.extend(throttled());
+                v.extend((2..p.max(3)).map(Knomial));
                 v.push(ScatterAllgather);
                 if nodes > 1 {
                     v.push(Hierarchical);
@@ -74,15 +66,15 @@ impl Op {
             }
             Op::Scatter => {
                 let mut v = vec![DirectRead, Sequential];
-                v.extend(ks().into_iter().map(Throttled));
+                v.extend(throttled());
                 v
             }
             Op::Gather => {
                 let mut v = vec![DirectWrite, Sequential];
-                v.extend(ks().into_iter().map(Throttled));
+                v.extend(throttled());
                 v
             }
-            Op::Allgather => vec![RingSource, RingNeighbor],
+            Op::Allgather => vec![RingSource, RingNeighbor, RecursiveDoubling, Bruck],
             Op::Alltoall => vec![Pairwise, Ring],
         };
         out.dedup();
@@ -135,6 +127,12 @@ pub enum Algorithm {
     Pairwise,
     /// Alltoall: step i writes to rank+i.
     Ring,
+    /// Allgather: ⌈log2 p⌉ steps, step j reads the 2^j blocks of the
+    /// sibling group (any p: see [`crate::schedule::recursive_doubling`]).
+    RecursiveDoubling,
+    /// Allgather: ⌈log2 p⌉ steps, step j reads up to 2^j blocks from rank
+    /// + 2^j (see [`crate::schedule::bruck`]).
+    Bruck,
 }
 
 impl Algorithm {
@@ -153,6 +151,8 @@ impl Algorithm {
             RingNeighbor => (9, 0),
             Pairwise => (10, 0),
             Ring => (11, 0),
+            RecursiveDoubling => (12, 0),
+            Bruck => (13, 0),
         }
     }
 
@@ -172,6 +172,8 @@ impl Algorithm {
             9 => RingNeighbor,
             10 => Pairwise,
             11 => Ring,
+            12 => RecursiveDoubling,
+            13 => Bruck,
             _ => return None,
         })
     }
@@ -187,7 +189,10 @@ impl Algorithm {
             ) | (Op::Bcast, ScatterAllgather | Hierarchical)
                 | (Op::Scatter, DirectRead | Sequential | Throttled(_))
                 | (Op::Gather, DirectWrite | Sequential | Throttled(_))
-                | (Op::Allgather, RingSource | RingNeighbor)
+                | (
+                    Op::Allgather,
+                    RingSource | RingNeighbor | RecursiveDoubling | Bruck
+                )
                 | (Op::Alltoall, Pairwise | Ring)
         )
     }
@@ -208,6 +213,8 @@ impl fmt::Display for Algorithm {
             RingNeighbor => f.write_str("ring-neighbor"),
             Pairwise => f.write_str("pairwise"),
             Ring => f.write_str("ring"),
+            RecursiveDoubling => f.write_str("recursive-doubling"),
+            Bruck => f.write_str("bruck"),
         }
     }
 }
@@ -235,13 +242,15 @@ impl FromStr for Algorithm {
             "ring-neighbor" => RingNeighbor,
             "pairwise" => Pairwise,
             "ring" => Ring,
+            "recursive-doubling" => RecursiveDoubling,
+            "bruck" => Bruck,
             _ => return Err(Error::Invalid(format!("unknown algorithm {s:?}"))),
         })
     }
 }
 
-/// Model parameters (seconds, bytes).
-#[derive(Debug, Clone, PartialEq)]
+/// Model parameters (seconds, bytes), as the model file stores them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Params {
     /// Where they come from (a preset name or "calibrated on ...").
     pub source: String,
@@ -262,23 +271,28 @@ pub struct Params {
     /// Cost of one point-to-point signal (throttling, trees).
     pub signal: f64,
     /// Measured γ points (c, γ_c), for the record.
+    #[serde(default)]
     pub gamma_points: Vec<(usize, f64)>,
     /// Parallel efficiency e of copies that run at once (memory bandwidth
     /// and caches they share): m of them progress 1 + e·(m−1) times as
     /// fast as one, i.e. each one's nβ + lγ_c⌈n/s⌉ is stretched by
     /// δ_m = m / (1 + e·(m−1)).  Contention-Aware Kernel-Assisted MPI Collectives assumes e = 1 (bandwidth to
     /// spare); e = 0 means the copies get no further than one would.
+    #[serde(default = "full_efficiency")]
     pub bw_par: f64,
     /// Extra cost, as a fraction, of a step whose copies outnumber the
     /// CPUs beyond sharing them evenly (preemption, cache refills, ranks
     /// waking up).  0 unless calibrated.
+    #[serde(default)]
     pub oversub: f64,
     /// Bytes of a core's private cache (0: unknown).  Copies that fit
     /// there hardly compete for memory bandwidth, so δ applies to the
     /// fraction of a copy beyond it.
+    #[serde(default)]
     pub cache: u64,
     /// Measured step points (m, time of m concurrent big copies from one
     /// process / time of one), for the record.
+    #[serde(default)]
     pub step_points: Vec<(usize, f64)>,
     /// CPUs the ranks share (0: one per rank, the paper's setting).  The Contention-Aware
     /// Kernel-Assisted MPI Collectives paper runs one rank per core, so c concurrent copies progress
@@ -286,7 +300,25 @@ pub struct Params {
     /// time (contention γ at that concurrency) and the rest wait their
     /// turn, so a step of c copies costs c/cpus times a step of `cpus`
     /// copies.  Set from the host by [`Params::for_host`]; not stored.
+    #[serde(skip)]
     pub cpus: usize,
+    /// Contention measured over block sizes and reader counts; None in
+    /// model files from before it was measured (and in the presets): γ_c
+    /// then stands for it, the same at every size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<Contention>,
+    /// Bytes of a source's address space under one page lock (a page of
+    /// page-table entries, 2 MiB with 4 KiB pages, on kernels with split
+    /// page-table locks): copies of disjoint ranges of one buffer contend
+    /// only with those in the same span.  0: every copy from the source
+    /// contends, as Contention-Aware Kernel-Assisted MPI Collectives
+    /// measured.
+    #[serde(default)]
+    pub lock_span: u64,
+}
+
+fn full_efficiency() -> f64 {
+    1.0
 }
 
 impl Default for Params {
@@ -326,6 +358,8 @@ impl Params {
             cache: 0,
             step_points: Vec::new(),
             cpus: 0,
+            contention: None,
+            lock_span: 0,
         }
     }
 
@@ -395,6 +429,11 @@ impl Params {
     /// rounds (fractional: the scheduler time-slices the copies), plus the
     /// calibrated cost of time slicing.
     pub fn step(&self, n: u64, movers: usize, per_source: usize) -> f64 {
+        self.step_cost(n, movers, per_source).seconds()
+    }
+
+    /// [`Params::step`] with its parts.
+    pub fn step_cost(&self, n: u64, movers: usize, per_source: usize) -> CopyCost {
         let movers = movers.max(1);
         let run = if self.cpus == 0 {
             movers
@@ -402,22 +441,59 @@ impl Params {
             movers.min(self.cpus)
         };
         let c = per_source.clamp(1, run);
-        let t = self.transfer(n, c, run) * (movers as f64 / run as f64).max(1.0);
+        let mut t = self.copy_cost(n, c, run);
+        t.rounds = (movers as f64 / run as f64).max(1.0);
         if movers > run {
-            t * (1.0 + self.oversub.max(0.0))
-        } else {
-            t
+            t.rounds *= 1.0 + self.oversub.max(0.0);
         }
+        t
     }
 
     /// One transfer of n bytes with c concurrent accessors of the source,
     /// while `run` copies (this one included) run at once.
     pub fn transfer(&self, n: u64, c: usize, run: usize) -> f64 {
+        self.copy_cost(n, c, run).seconds()
+    }
+
+    /// [`Params::transfer`] with its parts: the lone copy α + nβ + l·pages,
+    /// the contention excess (measured X(n, c), else l(γ_c − 1)·pages)
+    /// and the stretch of bandwidth shared with the other copies running.
+    pub fn copy_cost(&self, n: u64, c: usize, run: usize) -> CopyCost {
+        let mut t = CopyCost {
+            alpha: self.alpha,
+            readers: c.max(1),
+            stretch: 1.0,
+            rounds: 1.0,
+            ..CopyCost::default()
+        };
         if n == 0 {
-            return self.alpha;
+            return t;
         }
         let pages = n.div_ceil(self.page.max(1)) as f64;
-        self.alpha + (n as f64 * self.beta + self.l * self.gamma(c) * pages) * self.delta(run, n)
+        t.bytes = n as f64 * self.beta;
+        t.pages = self.l * pages;
+        match self.contention.as_ref().filter(|g| g.is_valid()) {
+            Some(g) => {
+                t.excess = g.copy_excess(n, c, self.page);
+                t.pin_excess = g.pin_excess(n, c, self.page);
+                // The grid's c copies shared bandwidth already.
+                t.stretch = self.delta(run, n) / self.delta(c.min(run), n);
+            }
+            None => {
+                t.excess = self.l * (self.gamma(c) - 1.0) * pages;
+                t.stretch = self.delta(run, n);
+            }
+        }
+        t
+    }
+
+    /// How many of c copies of disjoint n-byte ranges of one buffer
+    /// contend with each other: those under the same page lock.
+    pub fn contenders(&self, n: u64, c: usize) -> usize {
+        if self.lock_span == 0 || n == 0 {
+            return c.max(1);
+        }
+        (self.lock_span.div_ceil(n) as usize).clamp(1, c.max(1))
     }
 
     /// Fit `bw_par` and `oversub` to steps of m concurrent n-byte copies
@@ -470,70 +546,155 @@ impl Params {
         nodes: usize,
         group: usize,
     ) -> Option<f64> {
+        Some(self.predict(op, alg, n, p, nodes, group)?.total())
+    }
+
+    /// [`Params::cost`] term by term.
+    pub fn predict(
+        &self,
+        op: Op,
+        alg: Algorithm,
+        n: u64,
+        p: usize,
+        nodes: usize,
+        group: usize,
+    ) -> Option<Prediction> {
         use Algorithm::*;
         if !alg.supports(op) {
             return None;
         }
+        let mut out = Prediction::default();
         if p <= 1 {
-            return Some(0.0);
+            return Some(out);
         }
         let q = p - 1;
         let sm = self.t_sm(p);
-        // c concurrent copies of n bytes from one source (γ_c), and c
-        // concurrent copies from distinct sources: both serialized beyond
-        // the CPU count (see `step`).
-        let shared = |n, c| self.step(n, c, c);
-        let apart = |n, c| self.step(n, c, 1);
-        Some(match alg {
-            DirectRead => 2.0 * sm + shared(n, q),
-            DirectWrite if op == Op::Gather => 2.0 * sm + shared(n, q),
-            DirectWrite | Sequential => 2.0 * sm + q as f64 * shared(n, 1),
+        let syncs = |out: &mut Prediction, count: usize| {
+            out.add("synchronisation (barriers)", count as f64, sm);
+        };
+        let signals = |out: &mut Prediction, count: usize| {
+            if count > 0 {
+                out.add("progress signals", count as f64, self.signal);
+            }
+        };
+        // Steps of c concurrent copies of the same bytes, of disjoint
+        // ranges of one buffer, and from distinct sources; all serialized
+        // beyond the CPU count (see `step`).
+        let shared = |out: &mut Prediction, count: usize, n, c| {
+            out.step(count as f64, self.step_cost(n, c, c), n, c);
+        };
+        let disjoint = |out: &mut Prediction, count: usize, n, c| {
+            out.step(
+                count as f64,
+                self.step_cost(n, c, self.contenders(n, c)),
+                n,
+                c,
+            );
+        };
+        let apart = |out: &mut Prediction, count: usize, n, c| {
+            out.step(count as f64, self.step_cost(n, c, 1), n, c);
+        };
+        let one_to_all = op == Op::Scatter || op == Op::Gather;
+        match alg {
+            DirectRead | DirectWrite if alg == DirectRead || op == Op::Gather => {
+                // Everyone at once: the same bytes (bcast) or disjoint
+                // blocks of the root's buffer.
+                syncs(&mut out, 2);
+                if one_to_all {
+                    disjoint(&mut out, 1, n, q);
+                } else {
+                    shared(&mut out, 1, n, q);
+                }
+            }
+            DirectRead | DirectWrite | Sequential => {
+                syncs(&mut out, 2);
+                shared(&mut out, q, n, 1);
+            }
             Throttled(k) => {
                 let k = k.clamp(1, q);
-                2.0 * sm + q.div_ceil(k) as f64 * (shared(n, k) + self.signal)
+                let waves = q.div_ceil(k);
+                syncs(&mut out, 2);
+                if one_to_all {
+                    disjoint(&mut out, waves, n, k);
+                } else {
+                    shared(&mut out, waves, n, k);
+                }
+                signals(&mut out, waves);
             }
             Knomial(k) => {
                 // Ranks read as soon as their parent has the data, in
                 // waves (see `knomial_waves`); a wave after the first
                 // waits for a signal.
                 let waves = knomial_waves(p, k);
-                let total: f64 = waves
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &(movers, per_source))| {
-                        self.step(n, movers, per_source) + if i > 0 { self.signal } else { 0.0 }
-                    })
-                    .sum();
-                2.0 * sm + total
+                syncs(&mut out, 2);
+                for &(movers, per_source) in &waves {
+                    out.step(1.0, self.step_cost(n, movers, per_source), n, movers);
+                }
+                signals(&mut out, waves.len().saturating_sub(1));
             }
             ScatterAllgather => {
                 let c = n.div_ceil(p as u64);
                 // The root writes q chunks alone, then q steps in which
                 // the q others read at once, each from another rank.
-                3.0 * sm + q as f64 * shared(c, 1) + q as f64 * apart(c, q)
+                syncs(&mut out, 3);
+                shared(&mut out, q, c, 1);
+                apart(&mut out, q, c, q);
             }
             Hierarchical => {
                 let leaders = nodes.max(1) - 1;
                 let members = group.max(1) - 1;
                 // Members of every node read from their leaders at once.
                 let movers = p.saturating_sub(nodes.max(1)).max(members);
-                2.0 * sm
-                    + if leaders > 0 {
-                        shared(n, leaders) + self.signal
-                    } else {
-                        0.0
-                    }
-                    + if members > 0 {
-                        self.step(n, movers, members)
-                    } else {
-                        0.0
-                    }
+                syncs(&mut out, 2);
+                if leaders > 0 {
+                    shared(&mut out, 1, n, leaders);
+                    signals(&mut out, 1);
+                }
+                if members > 0 {
+                    out.step(1.0, self.step_cost(n, movers, members), n, movers);
+                }
             }
             // q steps in which all p ranks copy at once, each from its own
             // source.
-            RingSource | Pairwise | Ring => 2.0 * sm + q as f64 * apart(n, p),
-            RingNeighbor => 2.0 * sm + q as f64 * (apart(n, p) + self.signal),
-        })
+            RingSource | Pairwise | Ring => {
+                syncs(&mut out, 2);
+                apart(&mut out, q, n, p);
+            }
+            RingNeighbor => {
+                syncs(&mut out, 2);
+                apart(&mut out, q, n, p);
+                signals(&mut out, q);
+            }
+            RecursiveDoubling | Bruck => {
+                let plan = if alg == Bruck {
+                    schedule::bruck
+                } else {
+                    schedule::recursive_doubling
+                };
+                syncs(&mut out, 2);
+                let steps = schedule::log_steps(p);
+                for j in 0..steps {
+                    // The step lasts as long as its biggest read, at the
+                    // most readers one source serves.
+                    let (mut blocks, mut runs, mut movers) = (0, 1, 0);
+                    let mut per_source = vec![0usize; p];
+                    for r in 0..p {
+                        if let Some((src, first, count)) = plan(r, j, p) {
+                            blocks = blocks.max(count);
+                            runs = runs.max(schedule::runs(first, count, p).len());
+                            per_source[src] += 1;
+                            movers += 1;
+                        }
+                    }
+                    let c = per_source.iter().copied().max().unwrap_or(1);
+                    let mut t = self.step_cost(n * blocks as u64, movers, c);
+                    t.alpha *= runs as f64;
+                    out.step(1.0, t, n * blocks as u64, movers);
+                }
+                signals(&mut out, steps.saturating_sub(1));
+            }
+        }
+        Some(out)
     }
 
     /// Every candidate with its predicted cost, cheapest first (ties keep
@@ -546,10 +707,22 @@ impl Params {
         nodes: usize,
         group: usize,
     ) -> Vec<(Algorithm, f64)> {
-        let mut v: Vec<(Algorithm, f64)> = op
-            .algorithms(p, nodes)
-            .into_iter()
-            .filter_map(|a| self.cost(op, a, n, p, nodes, group).map(|c| (a, c)))
+        self.rank(op, n, p, nodes, group, &op.algorithms(p, nodes))
+    }
+
+    /// `candidates` with their predicted costs, cheapest first.
+    pub fn rank(
+        &self,
+        op: Op,
+        n: u64,
+        p: usize,
+        nodes: usize,
+        group: usize,
+        candidates: &[Algorithm],
+    ) -> Vec<(Algorithm, f64)> {
+        let mut v: Vec<(Algorithm, f64)> = candidates
+            .iter()
+            .filter_map(|&a| self.cost(op, a, n, p, nodes, group).map(|c| (a, c)))
             .collect();
         v.sort_by(|a, b| a.1.total_cmp(&b.1));
         v
@@ -587,6 +760,114 @@ impl Params {
             return (0.0, s1g / s2);
         }
         (a, (s4 * s1g - s3 * s2g) / det)
+    }
+}
+
+/// One copy's predicted time, in parts (seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CopyCost {
+    /// α: the call.
+    pub alpha: f64,
+    /// nβ: the bytes, alone.
+    pub bytes: f64,
+    /// l·pages: pinning the pages, alone.
+    pub pages: f64,
+    /// Contention: what the other readers of the source add.
+    pub excess: f64,
+    /// The part of `excess` that pinning alone shows, when measured.
+    pub pin_excess: Option<f64>,
+    /// Concurrent readers of the source this copy contends with (itself
+    /// included).
+    pub readers: usize,
+    /// Bandwidth shared with the other copies running at once (δ).
+    pub stretch: f64,
+    /// Turns the step takes on the CPUs (1 with a CPU per copy).
+    pub rounds: f64,
+}
+
+impl CopyCost {
+    /// The copy's time.
+    pub fn seconds(&self) -> f64 {
+        (self.alpha + (self.bytes + self.pages + self.excess) * self.stretch) * self.rounds
+    }
+}
+
+/// One term of a prediction: `count` × `each` seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Term {
+    /// What it is.
+    pub what: String,
+    /// How many in sequence.
+    pub count: f64,
+    /// Seconds of one.
+    pub each: f64,
+    /// The parts of one, when it is a step of copies.
+    pub copy: Option<CopyCost>,
+}
+
+/// A predicted time as the terms it sums.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Prediction {
+    /// The terms, in the order the algorithm runs them.
+    pub terms: Vec<Term>,
+}
+
+impl Prediction {
+    /// The predicted time.
+    pub fn total(&self) -> f64 {
+        self.terms.iter().map(|t| t.count * t.each).sum()
+    }
+
+    fn add(&mut self, what: &str, count: f64, each: f64) {
+        self.terms.push(Term {
+            what: what.to_string(),
+            count,
+            each,
+            copy: None,
+        });
+    }
+
+    fn step(&mut self, count: f64, copy: CopyCost, n: u64, movers: usize) {
+        self.terms.push(Term {
+            what: format!("steps of {movers} copies of {n} B"),
+            count,
+            each: copy.seconds(),
+            copy: Some(copy),
+        });
+    }
+}
+
+impl fmt::Display for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = |s: f64| s * 1e6;
+        write!(
+            f,
+            "{:>6} x {:>10.2} us  {}",
+            format!("{}", self.count),
+            us(self.each),
+            self.what
+        )?;
+        if let Some(c) = &self.copy {
+            write!(
+                f,
+                ": alpha {:.2} + bytes {:.2} + pages {:.2} + contention({} per source) {:.2}",
+                us(c.alpha),
+                us(c.bytes),
+                us(c.pages),
+                c.readers,
+                us(c.excess)
+            )?;
+            if let Some(pin) = c.pin_excess {
+                write!(f, " (pinning {:.2})", us(pin))?;
+            }
+            if c.stretch != 1.0 {
+                write!(f, ", x{:.3} shared bandwidth", c.stretch)?;
+            }
+            if c.rounds != 1.0 {
+                write!(f, ", x{:.3} CPU turns", c.rounds)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -655,10 +936,33 @@ pub fn store(path: &std::path::Path, kind: Kind, params: &Params) -> Result<()> 
     std::fs::write(path, text).map_err(Error::io(format!("write {}", path.display())))
 }
 
+/// The node-wide model that `knem-coll calibrate --system` writes: teams
+/// of users who have no calibration of their own read it.
+pub const SYSTEM_MODEL: &str = "/etc/knem-rs/model.json";
+
+/// The model files a team reads, first match wins: $KNEM_RS_MODEL alone
+/// when set, else the user's [`model_path`] then [`SYSTEM_MODEL`].
+pub fn model_paths() -> Vec<PathBuf> {
+    if std::env::var_os(ENV_MODEL).is_some() {
+        vec![model_path()]
+    } else {
+        vec![model_path(), PathBuf::from(SYSTEM_MODEL)]
+    }
+}
+
+/// The parameters of `kind` in the first of `paths` that has them (files
+/// missing or unreadable are passed over), with the file they came from.
+pub fn load_first(paths: &[PathBuf], kind: Kind) -> Option<(Params, PathBuf)> {
+    paths.iter().find_map(|path| {
+        let params = load(path).ok()?.remove(kind.name())?;
+        Some((params, path.clone()))
+    })
+}
+
 impl Params {
-    /// The calibrated parameters of `kind` from [`model_path`], if any.
+    /// The calibrated parameters of `kind` from [`model_paths`], if any.
     pub fn load_for(kind: Kind) -> Option<Params> {
-        load(&model_path()).ok()?.remove(kind.name())
+        load_first(&model_paths(), kind).map(|(p, _)| p)
     }
 }
 

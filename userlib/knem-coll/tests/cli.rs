@@ -51,21 +51,43 @@ fn explain_lists_every_candidate() {
         ],
     );
     assert_eq!(code, 0);
-    for a in [
-        "direct-read",
-        "sequential",
-        "throttled-2",
-        "throttled-4",
-        "throttled-8",
-        "throttled-32",
-    ] {
-        assert!(out.contains(a), "{a} missing:\n{out}");
+    // Every throttle factor from 2 to p-2, each with its terms.
+    let mut names = vec!["direct-read".to_string(), "sequential".to_string()];
+    names.extend((2..=62).map(|k| format!("throttled-{k}")));
+    for a in &names {
+        assert!(
+            out.lines().any(|l| l.split_whitespace().next() == Some(a)),
+            "{a} missing:\n{out}"
+        );
+        assert!(out.contains(&format!("\n{a}:\n")), "no terms for {a}");
     }
+    assert!(!out.contains("throttled-63 "), "{out}");
+    // Between the paper's best powers of two, 4 and 8.
     let chosen = out.lines().find(|l| l.contains("<- chosen")).unwrap();
+    let k: usize = chosen
+        .split_whitespace()
+        .next()
+        .and_then(|a| a.strip_prefix("throttled-"))
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(0);
+    assert!((4..=8).contains(&k), "{chosen}");
+    // The terms add up to the prediction: 2 barriers, ceil(63/k) steps of k
+    // contending copies, and as many signals.
+    let terms: Vec<&str> = out
+        .split(&format!("\nthrottled-{k}:\n"))
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(terms.len(), 3, "{terms:?}");
     assert!(
-        chosen.starts_with("throttled-8") || chosen.starts_with("throttled-4"),
-        "{chosen}"
+        terms[1].contains(&format!("contention({k} per source)")),
+        "{terms:?}"
     );
+    assert!(terms[1]
+        .trim_start()
+        .starts_with(&format!("{} x", 63usize.div_ceil(k))));
     let (code, _, err) = run(exe, &["explain", "--op", "reduce", "--size", "1M"]);
     assert_ne!(code, 0);
     assert_eq!(err.lines().count(), 1, "{err}");

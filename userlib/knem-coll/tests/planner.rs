@@ -15,12 +15,12 @@ fn cost(p: &Params, op: Op, a: Algorithm, n: u64, ranks: usize) -> f64 {
 /// Broadwell) and parallel reads collapse.
 #[test]
 fn throttled_beats_parallel_reads_on_knl_and_broadwell() {
-    for (params, ranks, ks) in [
-        (Params::knl(), 64, [4, 8]),
-        (Params::broadwell(), 28, [4, 4]),
-    ] {
+    // The paper tried powers of two; the planner tries every k, and picks
+    // one between the paper's best and the next power of two it tried.
+    for (params, ranks, ks) in [(Params::knl(), 64, 4..=8), (Params::broadwell(), 28, 3..=5)] {
         for op in [Op::Scatter, Op::Gather] {
             let (choice, best) = params.plan(op, MB, ranks, 1, ranks);
+            eprintln!("{}: {op} 1 MiB on {ranks}: {choice}", params.source);
             assert!(
                 matches!(choice, Algorithm::Throttled(k) if ks.contains(&k)),
                 "{}: {op} 1 MiB on {ranks}: chose {choice}",
@@ -202,6 +202,8 @@ fn params() -> impl Strategy<Value = Params> {
                 cache,
                 step_points: vec![],
                 cpus,
+                contention: None,
+                lock_span: 0,
             },
         )
 }

@@ -29,10 +29,14 @@ enum Cmd {
         #[arg(long, default_value_t = 30)]
         reps: usize,
         /// Model file (default $KNEM_RS_MODEL or $XDG_CACHE_HOME/knem-rs/model.json).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "system")]
         model: Option<PathBuf>,
+        /// Store the node-wide model, /etc/knem-rs/model.json, which every
+        /// team reads when its user has no model of their own (needs root).
+        #[arg(long)]
+        system: bool,
     },
-    /// Print the predicted cost of every candidate algorithm.
+    /// Print the predicted cost of every candidate algorithm and its terms.
     Explain {
         /// bcast, scatter, gather, allgather, alltoall.
         #[arg(long)]
@@ -214,10 +218,9 @@ fn main() -> ExitCode {
                     },
                     Err(e) => return fail(e),
                 };
-                let path = model.unwrap_or_else(model::model_path);
-                model::load(&path)
-                    .ok()
-                    .and_then(|mut m| m.remove(kind.name()))
+                let paths = model.map_or_else(model::model_paths, |m| vec![m]);
+                model::load_first(&paths, kind)
+                    .map(|(p, _)| p)
                     .unwrap_or_default()
             };
             params.cpus = cpus.unwrap_or(if host { model::host_cpus() } else { 0 });
@@ -246,9 +249,34 @@ fn main() -> ExitCode {
                     if i == 0 { "  <- chosen" } else { "" }
                 );
             }
+            println!(
+                "\nterms (count x each; a copy is alpha + (bytes + pages + contention) \
+                 x shared bandwidth, x CPU turns); contention: {}",
+                match &params.contention {
+                    Some(g) => format!(
+                        "measured, {} sizes x {} reader counts",
+                        g.sizes.len(),
+                        g.readers.len()
+                    ),
+                    None => "l (gamma_c - 1) per page (no measured grid)".to_string(),
+                }
+            );
+            for (a, _) in &all {
+                println!("{a}:");
+                if let Some(pred) = params.predict(op, *a, n as u64, p, nodes, group) {
+                    for t in &pred.terms {
+                        println!("  {t}");
+                    }
+                }
+            }
             ExitCode::SUCCESS
         }
-        Cmd::Calibrate { n, reps, model } => {
+        Cmd::Calibrate {
+            n,
+            reps,
+            model,
+            system,
+        } => {
             if !Team::in_team() {
                 return relaunch(n);
             }
@@ -258,7 +286,11 @@ fn main() -> ExitCode {
             };
             match calibrate::calibrate(&mut team, reps) {
                 Ok(Some(p)) => {
-                    let path = model.unwrap_or_else(model::model_path);
+                    let path = if system {
+                        PathBuf::from(model::SYSTEM_MODEL)
+                    } else {
+                        model.unwrap_or_else(model::model_path)
+                    };
                     if let Err(e) = model::store(&path, team.transport().kind(), &p) {
                         return fail(e);
                     }
@@ -284,6 +316,39 @@ fn main() -> ExitCode {
                         p.cache >> 10,
                         p.cpus,
                         p.oversub * 100.0
+                    );
+                    if let Some(g) = &p.contention {
+                        println!(
+                            "contention (us per reader; rows: size, columns: readers {:?}){}:",
+                            g.readers,
+                            if g.pin.is_empty() {
+                                ""
+                            } else {
+                                ", copy / pin only"
+                            }
+                        );
+                        for (i, n) in g.sizes.iter().enumerate() {
+                            let cells: Vec<String> = (0..g.readers.len())
+                                .map(|j| match g.pin.get(i) {
+                                    Some(pin) => {
+                                        format!("{:.2}/{:.2}", g.copy[i][j] * 1e6, pin[j] * 1e6)
+                                    }
+                                    None => format!("{:.2}", g.copy[i][j] * 1e6),
+                                })
+                                .collect();
+                            println!("  {:>8} B: {}", n, cells.join("  "));
+                        }
+                    }
+                    println!(
+                        "page lock span: {}",
+                        if p.lock_span == 0 {
+                            "the whole source (disjoint blocks contend)".to_string()
+                        } else {
+                            format!(
+                                "{} KiB (disjoint blocks further apart do not contend)",
+                                p.lock_span >> 10
+                            )
+                        }
                     );
                     println!("stored in {}", path.display());
                     ExitCode::SUCCESS
