@@ -20,6 +20,7 @@
  *                                 ranks) of each operation with coll/knemrs
  *                                 and with what it replaced, in one run:
  *                                 the threshold is switched through MPI_T.
+ *                                 Reports the knem bytes of the first half.
  *
  * The last line on rank 0 is
  *   coll_check: <mode>: ranks P, calls C, bad bytes B, knem bytes expected K
@@ -342,8 +343,10 @@ static void fallback(void)
 
 /* OSU style: each rank times ITERS calls after a warm-up, then avg, min
  * and max of the per-rank averages. */
-static void time_op(enum op op, size_t n, int iters, double out[3])
+static long long time_op(enum op op, size_t n, int iters, double out[3])
 {
+	size_t p = (size_t)np;
+	long long between = (long long)(op == ALLGATHER || op == ALLTOALL ? p * (p - 1) : p - 1) * n;
 	size_t total = n * (size_t)np;
 	unsigned char *s = buf_new(total), *r = buf_new(total);
 	int cnt = (int)n;
@@ -374,12 +377,15 @@ static void time_op(enum op op, size_t n, int iters, double out[3])
 	out[2] = mx;
 	free(s);
 	free(r);
+	return between * (iters + 1);
 }
 
-static void bench(int iters)
+/* Returns the bytes knem moved for the coll/knemrs half. */
+static long long bench(int iters)
 {
 	static const size_t sizes[] = { 4096, 65536, 1 << 20, 4 << 20 };
 	int saved = threshold_get();
+	long long knem = 0;
 
 	if (me == 0)
 		printf("# coll_check bench, %d ranks, %d iterations; times in us "
@@ -391,7 +397,7 @@ static void bench(int iters)
 			double kn[3], def[3];
 
 			threshold_set(1);
-			time_op(op, sizes[k], iters, kn);
+			knem += time_op(op, sizes[k], iters, kn);
 			threshold_set(INT_MAX);
 			time_op(op, sizes[k], iters, def);
 			if (me == 0)
@@ -400,6 +406,7 @@ static void bench(int iters)
 				       def[2]);
 		}
 	threshold_set(saved);
+	return knem;
 }
 
 int main(int argc, char **argv)
@@ -419,7 +426,7 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "fallback") == 0)
 		fallback();
 	else if (strcmp(mode, "bench") == 0)
-		bench(argc > 2 ? atoi(argv[2]) : 20);
+		knem = bench(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20);
 	else
 		die("usage: coll_check verify [MAXSIZE] | fallback | bench [ITERS]");
 
