@@ -16,7 +16,7 @@
  *                                 module it replaced: a vector datatype on
  *                                 every rank, contiguous at the root only,
  *                                 and MPI_Reduce; knem must move nothing.
- *   coll_check bench ITERS        OSU-style timings (avg/min/max us over
+ *   coll_check bench [ITERS [MAXSIZE]]  OSU-style timings, 4K to 4M, (avg/min/max us over
  *                                 ranks) of each operation with coll/knemrs
  *                                 and with what it replaced, in one run:
  *                                 the threshold is switched through MPI_T.
@@ -258,7 +258,7 @@ static long long verify(size_t maxsize)
 /* Vector datatypes, contiguous-at-the-root-only bcast, MPI_Reduce. */
 static void fallback(void)
 {
-	const int blocks = 1024, blen = 512, stride = 1024;
+	const int blocks = 256, blen = 512, stride = 1024;
 	size_t span = (size_t)blocks * stride, n = (size_t)blocks * blen;
 	MPI_Datatype vec;
 	unsigned char *v = buf_new(span * np), *c = buf_new(n * np);
@@ -322,17 +322,17 @@ static void fallback(void)
 		MPI_Type_free(&rvec);
 	}
 
-	/* MPI_Reduce (not an operation of coll/knemrs), 1 MiB of ints. */
+	/* MPI_Reduce (not an operation of coll/knemrs), 256 KiB of ints. */
 	calls++;
 	x = malloc(sizeof(int) << 18);
 	sum = malloc(sizeof(int) << 18);
 	if (x == NULL || sum == NULL)
 		die("out of memory");
-	for (int i = 0; i < 1 << 18; i++)
+	for (int i = 0; i < 1 << 16; i++)
 		x[i] = i * (me + 1);
-	MPI_Reduce(x, sum, 1 << 18, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+	MPI_Reduce(x, sum, 1 << 16, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (me == 0)
-		for (int i = 0; i < 1 << 18; i++)
+		for (int i = 0; i < 1 << 16; i++)
 			bad += sum[i] != i * (np * (np + 1) / 2);
 	free(x);
 	free(sum);
@@ -381,9 +381,9 @@ static long long time_op(enum op op, size_t n, int iters, double out[3])
 }
 
 /* Returns the bytes knem moved for the coll/knemrs half. */
-static long long bench(int iters)
+static long long bench(int iters, size_t maxsize)
 {
-	static const size_t sizes[] = { 4096, 65536, 1 << 20, 4 << 20 };
+	static const size_t sizes[] = { 4096, 65536, 1 << 20, 4 << 20, 16 << 20 };
 	int saved = threshold_get();
 	long long knem = 0;
 
@@ -395,6 +395,9 @@ static long long bench(int iters)
 	for (int op = 0; op < NOPS; op++)
 		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 			double kn[3], def[3];
+
+			if (sizes[k] > maxsize)
+				continue;
 
 			threshold_set(1);
 			knem += time_op(op, sizes[k], iters, kn);
@@ -426,9 +429,10 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "fallback") == 0)
 		fallback();
 	else if (strcmp(mode, "bench") == 0)
-		knem = bench(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20);
+		knem = bench(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20,
+			     argc > 3 ? strtoull(argv[3], NULL, 0) : (4u << 20));
 	else
-		die("usage: coll_check verify [MAXSIZE] | fallback | bench [ITERS]");
+		die("usage: coll_check verify [MAXSIZE] | fallback | bench [ITERS [MAXSIZE]]");
 
 	MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Allreduce(&calls, &all_calls, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);

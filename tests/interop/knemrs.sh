@@ -66,20 +66,20 @@ coll_job() {
 # Every operation x 0, 1, 4K+1, 64K, 1M+3 bytes x every root x in place.
 coll_job knemrs-verify-2 all 2 verify
 coll_job knemrs-verify-4 all 4 verify
-# What coll/knemrs leaves to tuned: vector datatypes (also on some ranks
-# only) and MPI_Reduce; the team exists, knem moves nothing.
+# What coll/knemrs leaves to tuned: 128 KiB vector datatypes (also on
+# some ranks only) and MPI_Reduce; the team exists, knem moves nothing.
 coll_job knemrs-fallback-4 0 4 fallback
 if ! grep -aq 'coll:knemrs: MPI_COMM_WORLD: team .* over knem;' /tmp/knemrs-fallback-4.log; then
 	fail knemrs-fallback-4-team "the fallbacks ran without a team: not a decision of coll/knemrs"
 fi
 # The timing mode: coll/knemrs and what it replaced, OSU style; the
 # knemrs half is accounted like the rest (coll_check sums its calls).
-coll_job knemrs-bench-4 all 4 bench 5
+coll_job knemrs-bench-4 all 4 bench 3 1048576
 # No transport (a name libknem_rs does not know): every rank falls back
-# together, knem moves nothing, every byte still right.
+# together, knem moves nothing, every byte still right (sizes to 64K).
 OMPI_MCA_coll_knemrs_transport=none
 export OMPI_MCA_coll_knemrs_transport
-coll_job knemrs-no-transport-2 0 2 verify
+coll_job knemrs-no-transport-2 0 2 verify 65536
 unset OMPI_MCA_coll_knemrs_transport
 if ! grep -aq 'coll:knemrs: MPI_COMM_WORLD: transport missing on some rank' /tmp/knemrs-no-transport-2.log; then
 	fail knemrs-no-transport-2 "coll/knemrs did not report the missing transport"
