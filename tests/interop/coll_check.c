@@ -6,20 +6,24 @@
  *
  *   coll_check verify [MAXSIZE]   every operation x sizes 0, 1, 4K+1, 64K,
  *                                 1M+3 (and 16M if MAXSIZE allows) x every
- *                                 root x MPI_IN_PLACE or not; every byte
+ *                                 root x MPI_IN_PLACE or not, every byte
  *                                 and the guard bytes after each buffer
- *                                 checked.  Reports the bytes knem must
- *                                 have moved if coll/knemrs carried every
- *                                 call from coll_knemrs_threshold (read
- *                                 through MPI_T) on.
+ *                                 checked; then a 64K bcast on each of
+ *                                 three duplicates of MPI_COMM_WORLD.
+ *                                 Reports the bytes knem must have moved
+ *                                 if coll/knemrs carried every call from
+ *                                 coll_knemrs_threshold (read through
+ *                                 MPI_T) on.
  *   coll_check fallback           the cases coll/knemrs must leave to the
  *                                 module it replaced: a vector datatype on
  *                                 every rank, contiguous at the root only,
  *                                 and MPI_Reduce; knem must move nothing.
- *   coll_check bench [ITERS [MAXSIZE]]  OSU-style timings, 4K to 4M, (avg/min/max us over
- *                                 ranks) of each operation with coll/knemrs
- *                                 and with what it replaced, in one run:
- *                                 the threshold is switched through MPI_T.
+ *   coll_check bench [ITERS [MAXSIZE]]
+ *                                 OSU-style timings (avg/min/max us over
+ *                                 ranks), 4K to MAXSIZE (default 4M), of
+ *                                 each operation with coll/knemrs and with
+ *                                 what it replaced, in one run: the
+ *                                 threshold is switched through MPI_T.
  *                                 Reports the knem bytes of the first half.
  *
  * The last line on rank 0 is
@@ -40,6 +44,8 @@ enum op { BCAST, SCATTER, GATHER, ALLGATHER, ALLTOALL, NOPS };
 static const char *op_name[NOPS] = { "bcast", "scatter", "gather", "allgather", "alltoall" };
 
 static int me, np;
+/* The communicator run() uses: MPI_COMM_WORLD or a duplicate of it. */
+static MPI_Comm comm;
 static long long bad, calls;
 
 static void die(const char *what)
@@ -107,7 +113,7 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 		r = buf_new(n);
 		if (me == root)
 			fill(r, root, 0, n, salt);
-		MPI_Bcast(r, cnt, MPI_BYTE, root, MPI_COMM_WORLD);
+		MPI_Bcast(r, cnt, MPI_BYTE, root, comm);
 		expect(r, root, 0, n, salt);
 		expect_guard(r, n);
 		free(r);
@@ -120,7 +126,7 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 			for (int b = 0; b < np; b++)
 				fill(s + b * n, root, b, n, salt);
 		MPI_Scatter(s, cnt, MPI_BYTE, me == root && in_place ? MPI_IN_PLACE : r, cnt,
-			    MPI_BYTE, root, MPI_COMM_WORLD);
+			    MPI_BYTE, root, comm);
 		if (me == root) {
 			/* The root's send buffer is untouched, in place or not. */
 			for (int b = 0; b < np; b++)
@@ -145,7 +151,7 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 		if (me == root && in_place)
 			fill(r + root * n, root, 0, n, salt);
 		MPI_Gather(me == root && in_place ? MPI_IN_PLACE : s, cnt, MPI_BYTE, r, cnt, MPI_BYTE,
-			   root, MPI_COMM_WORLD);
+			   root, comm);
 		if (me == root)
 			for (int b = 0; b < np; b++)
 				expect(r + b * n, b, 0, n, salt);
@@ -165,7 +171,7 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 		else
 			fill(s, me, 0, n, salt);
 		MPI_Allgather(in_place ? MPI_IN_PLACE : s, cnt, MPI_BYTE, r, cnt, MPI_BYTE,
-			      MPI_COMM_WORLD);
+			      comm);
 		for (int b = 0; b < np; b++)
 			expect(r + b * n, b, 0, n, salt);
 		expect_guard(s, n);
@@ -180,7 +186,7 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 		for (int b = 0; b < np; b++)
 			fill((in_place ? r : s) + b * n, me, b, n, salt);
 		MPI_Alltoall(in_place ? MPI_IN_PLACE : s, cnt, MPI_BYTE, r, cnt, MPI_BYTE,
-			     MPI_COMM_WORLD);
+			     comm);
 		for (int b = 0; b < np; b++)
 			expect(r + b * n, b, me, n, salt);
 		expect_guard(s, total);
@@ -252,6 +258,17 @@ static long long verify(size_t maxsize)
 						knem += between;
 				}
 		}
+	/* Duplicates of MPI_COMM_WORLD: each gets a team of its own on its
+	 * first call, freed with it. */
+	for (int i = 0; i < 3; i++) {
+		MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+		long long between = run(BCAST, 65536, i % np, 0, ++salt);
+
+		if ((size_t)threshold <= 65536)
+			knem += between;
+		MPI_Comm_free(&comm);
+	}
+	comm = MPI_COMM_WORLD;
 	return knem;
 }
 
@@ -421,6 +438,7 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &me);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	comm = MPI_COMM_WORLD;
 	MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
 	threshold_open();
 

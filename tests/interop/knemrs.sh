@@ -48,8 +48,15 @@ coll_job() {
 	enabled=$(grep -ac 'coll:knemrs: enabled on MPI_COMM_WORLD' "$log")
 	teams=$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9-]* of [0-9]* ranks over knem;' "$log")
 	echo "    knemrs selected on $selected ranks, enabled on $enabled, team over knem on $teams"
-	if [ "$selected" -ne "$np" ] || [ "$enabled" -ne "$np" ]; then
+	# Base's "selecting" lines do not name the communicator (duplicates
+	# add theirs); ours do.
+	if [ "$selected" -lt "$np" ] || [ "$enabled" -ne "$np" ]; then
 		fail "$name" "coll/knemrs not selected for MPI_COMM_WORLD on every rank"
+		return
+	fi
+	left=$(ls /dev/shm | grep -c '^knemrs-')
+	if [ "$left" -ne 0 ]; then
+		fail "$name" "$left team control blocks left in /dev/shm"
 		return
 	fi
 	case $want in
@@ -64,9 +71,19 @@ coll_job() {
 	verify "$name" "$want" "$b0" "$f0"
 }
 
-# Every operation x 0, 1, 4K+1, 64K, 1M+3 bytes x every root x in place.
+# Every operation x 0, 1, 4K+1, 64K, 1M+3 bytes x every root x in place,
+# then a 64K bcast on each of three duplicates of MPI_COMM_WORLD.
+# Each duplicate of MPI_COMM_WORLD made a team of its own, freed with it.
+dup_teams() {
+	freed=$(grep -ac 'coll:knemrs: team freed after bcast 1, scatter 0, gather 0, allgather 0, alltoall 0 calls' "/tmp/$1.log")
+	if [ "$freed" -ne $((3 * $2)) ]; then
+		fail "$1-dup-teams" "$freed teams of the 3 duplicates freed on $2 ranks"
+	fi
+}
 coll_job knemrs-verify-2 all 2 verify
+dup_teams knemrs-verify-2 2
 coll_job knemrs-verify-4 all 4 verify
+dup_teams knemrs-verify-4 4
 # What coll/knemrs leaves to tuned: 128 KiB vector datatypes (also on
 # some ranks only) and MPI_Reduce; the team exists, knem moves nothing.
 coll_job knemrs-fallback-4 0 4 fallback

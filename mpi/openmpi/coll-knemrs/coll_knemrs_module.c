@@ -99,9 +99,8 @@ static int knemrs_module_enable(mca_coll_base_module_t *module, struct ompi_comm
 	MCA_COLL_INSTALL_API(comm, alltoall, mca_coll_knemrs_alltoall, module, "knemrs");
 #endif
 	opal_output_verbose(10, mca_coll_knemrs_component.output,
-		"coll:knemrs: enabled on %s (cid %d, %d ranks on this node): bcast, scatter, "
-		"gather, allgather, alltoall", comm->c_name, (int)ompi_comm_get_cid(comm),
-		ompi_comm_size(comm));
+		"coll:knemrs: enabled on %s (%d ranks on this node): bcast, scatter, "
+		"gather, allgather, alltoall", comm->c_name, ompi_comm_size(comm));
 	return OMPI_SUCCESS;
 }
 

@@ -86,8 +86,8 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 	}
 
 	if (rank == 0)
-		snprintf(name, sizeof(name), "knemrs-%ld-%u-%d", (long)getpid(),
-			 knemrs_team_counter++, (int)ompi_comm_get_cid(comm));
+		snprintf(name, sizeof(name), "knemrs-%ld-%u", (long)getpid(),
+			 knemrs_team_counter++);
 	if (bcast(name, sizeof(name), MPI_CHAR, 0, comm, m->bcast.module) != OMPI_SUCCESS) {
 		knemrs_team_fail(m, comm, "could not send the team's name");
 		return 0;
