@@ -124,14 +124,16 @@ test-kernels:
 	$(MAKE) vm-test SUITE_MAIN= SUITE_LIGHT=
 
 # Real clients over the module, on each kernel of VM_KERNELS: Debian's UCX
-# rebuilt with knem, Debian's Open MPI 4.1.4 over it, each job checked
-# against knem's byte counters (tests/interop/run.sh).
+# rebuilt with knem, Debian's Open MPI 4.1.4 over it, and coll/knemrs over
+# libknem_rs in that Open MPI, each job checked against knem's byte
+# counters (tests/interop/run.sh).
 STAT_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-stat
 stat-bin:
 	$(STATIC_BUILD) -p knem-stat
 
-interop: module stat-bin
-	tests/interop/run.sh --knem-stat $(STAT_BIN) $(foreach k,$(VM_KERNELS),--kernel $(k))
+interop: module stat-bin capi-bin
+	tests/interop/run.sh --knem-stat $(STAT_BIN) --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
+		$(foreach k,$(VM_KERNELS),--kernel $(k))
 
 # Open MPI 5 from Debian's source with smsc/knem, same program and checks;
 # not in `make test` (the build takes about 35 minutes on a loaded machine).

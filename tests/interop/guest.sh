@@ -5,10 +5,12 @@
 # with knem.ko loaded: real UCX and Open MPI programs over /dev/knem, each
 # checked against the module's counters.
 #
-#   guest.sh UCX_PREFIX MPI_CHECK KNEM_STAT
+#   guest.sh UCX_PREFIX MPI_CHECK KNEM_STAT KNEMRS_DIR COLL_CHECK
 #
 # UCX_PREFIX is UCX rebuilt with knem (tests/interop/build-ucx.sh), MPI_CHECK
-# tests/interop/mpi_check.c built with Debian's mpicc, KNEM_STAT the tool.
+# tests/interop/mpi_check.c built with Debian's mpicc, KNEM_STAT the tool,
+# KNEMRS_DIR the directory of mca_coll_knemrs.so, COLL_CHECK
+# tests/interop/coll_check.c built with Debian's mpicc.
 # Each check prints one line
 #   interop: <check>: knem bytes +N (expected N), failed copies 0, regions 0, pinned 0
 # and the last line is "interop: N passed, N failed".
@@ -17,6 +19,8 @@ set -u
 ucx=$1
 mpi_check=$2
 knem_stat=$3
+knemrs=$4
+coll_check=$5
 . "$(dirname "$0")/checks.sh"
 
 export LD_LIBRARY_PATH="$ucx/lib"
@@ -189,6 +193,10 @@ else
 	sed 's/^/    /' /tmp/memlock.log | tail -n 30
 	fail ompi-ucx-memlock-nobody "the job failed or did not verify every byte"
 fi
+
+# ---- coll/knemrs --------------------------------------------------------------
+
+. "$(dirname "$0")/knemrs.sh"
 
 echo "interop: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

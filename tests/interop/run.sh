@@ -8,9 +8,11 @@
 # host's root filesystem (tests/vm/run --host-root) and runs
 # tests/interop/guest.sh there: ucx_info, ucx_perftest at the UCT and UCP
 # levels, Open MPI on 2 and 4 ranks, a CMA control run and an unprivileged
-# run under an 8 MiB memlock limit, each checked against knem's counters.
+# run under an 8 MiB memlock limit, each checked against knem's counters;
+# then coll/knemrs (mpi/openmpi/coll-knemrs, built here against Debian's
+# Open MPI and the given libknem_rs.so) under coll_check.
 #
-#   tests/interop/run.sh --knem-stat PATH [--kernel VERSION]...
+#   tests/interop/run.sh --knem-stat PATH --capi-lib PATH [--kernel VERSION]...
 #
 # Work files go to build/interop/; each phase's time is printed.
 set -euo pipefail
@@ -19,15 +21,18 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$top/tests/interop/on-kernels.sh"
 out=$top/build/interop
 knem_stat=
+capi_lib=
 kernels=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--knem-stat) knem_stat=$(realpath "$2"); shift 2 ;;
+	--capi-lib) capi_lib=$(realpath "$2"); shift 2 ;;
 	--kernel) kernels+=("$2"); shift 2 ;;
-	*) echo "usage: tests/interop/run.sh --knem-stat PATH [--kernel VERSION]..." >&2; exit 2 ;;
+	*) echo "usage: tests/interop/run.sh --knem-stat PATH --capi-lib PATH [--kernel VERSION]..." >&2; exit 2 ;;
 	esac
 done
 [ -x "$knem_stat" ] || { echo "interop: --knem-stat names no program" >&2; exit 2; }
+[ -f "$capi_lib" ] || { echo "interop: --capi-lib names no libknem_rs.so" >&2; exit 2; }
 [ ${#kernels[@]} -gt 0 ] || kernels=(6.1)
 
 mkdir -p "$out"
@@ -39,7 +44,17 @@ phase "setup (apt)"
 "$top/tests/interop/build-ucx.sh" "$out/src" "$out/ucx"
 phase "UCX build"
 mpicc -O2 -Wall -Wextra -Werror -o "$out/mpi_check" "$top/tests/interop/mpi_check.c"
+# coll/knemrs with libknem_rs under its soname in a directory of its own,
+# which the component names as its run path.
+knemrs=$out/knemrs
+mkdir -p "$knemrs/lib"
+cp "$capi_lib" "$knemrs/lib/libknem_rs.so.0"
+ln -sf libknem_rs.so.0 "$knemrs/lib/libknem_rs.so"
+make -s -C "$top/mpi/openmpi/coll-knemrs" -B OUT="$knemrs" KNEM_RS_LIB="$knemrs/lib"
+mpicc -O2 -Wall -Wextra -Werror -o "$out/coll_check" "$top/tests/interop/coll_check.c"
+phase "coll/knemrs build"
 
 status=0
-run_on_kernels interop guest /opt/interop/guest.sh "$out/ucx" "$out/mpi_check" "$knem_stat" || status=1
+run_on_kernels interop guest /opt/interop/guest.sh "$out/ucx" "$out/mpi_check" "$knem_stat" \
+	"$knemrs" "$out/coll_check" || status=1
 exit $status

@@ -1,0 +1,113 @@
+/*
+ * SPDX-License-Identifier: GPL-2.0-only
+ *
+ * coll/knemrs: MPI_Bcast, Scatter, Gather, Allgather and Alltoall on
+ * single-node intracommunicators carried by knem-rs's collectives (the C
+ * API of libknem_rs).  One source for Open MPI 4.1 (coll API 2.0.0), 5.0
+ * (2.4.0) and 6.0 (3.0.0); the differences are the few macros below.
+ */
+#ifndef MCA_COLL_KNEMRS_H
+#define MCA_COLL_KNEMRS_H
+
+#include "ompi_config.h"
+#include "mpi.h"
+#include "ompi/mca/coll/coll.h"
+#include "ompi/communicator/communicator.h"
+
+#include <knem_rs.h>
+
+#if OMPI_MAJOR_VERSION >= 6
+#define KNEMRS_COLL_VERSION MCA_COLL_BASE_VERSION_3_0_0
+typedef mca_coll_base_component_3_0_0_t knemrs_component_t;
+#elif OMPI_MAJOR_VERSION == 5
+#define KNEMRS_COLL_VERSION MCA_COLL_BASE_VERSION_2_4_0
+typedef mca_coll_base_component_2_4_0_t knemrs_component_t;
+#elif OMPI_MAJOR_VERSION == 4
+#define KNEMRS_COLL_VERSION MCA_COLL_BASE_VERSION_2_0_0
+typedef mca_coll_base_component_2_0_0_t knemrs_component_t;
+#else
+#error "coll/knemrs supports Open MPI 4.1, 5.0 and 6.0"
+#endif
+
+/* Open MPI 4.1 and 5.0 count in int, 6.0 in size_t (big count). */
+#if OMPI_MAJOR_VERSION >= 6
+typedef size_t knemrs_count_t;
+#else
+typedef int knemrs_count_t;
+#endif
+
+BEGIN_C_DECLS
+
+/* The operations we take, in knem_rs.h's KNEM_RS_OP_ order. */
+enum { KNEMRS_NOPS = 5 };
+
+struct knemrs_component_state {
+	knemrs_component_t super;
+	int priority;
+	/* Per-block bytes from which knem-rs carries an operation; -1: from
+	 * the model, per operation and team (knemrs_threshold). */
+	int threshold;
+	/* Transport name for the team ("knem" unless told otherwise). */
+	char *transport;
+	int verbose;
+	int output;
+};
+OMPI_DECLSPEC extern struct knemrs_component_state mca_coll_knemrs_component;
+
+/* What was installed before us for one operation. */
+struct knemrs_prev {
+	void *fn;
+	mca_coll_base_module_t *module;
+};
+
+typedef struct mca_coll_knemrs_module_t {
+	mca_coll_base_module_t super;
+	struct knemrs_prev bcast, scatter, gather, allgather, alltoall, allreduce;
+	/* Team state: NONE until the first call that wants one, then READY
+	 * or OFF (somebody could not open the transport or attach: every
+	 * later call falls back, on every rank alike). */
+	enum { KNEMRS_TEAM_NONE, KNEMRS_TEAM_READY, KNEMRS_TEAM_OFF } team_state;
+	knem_rs_team *team;
+	/* Model thresholds per operation, computed once the team exists. */
+	size_t model_threshold[KNEMRS_NOPS];
+	/* A scratch buffer for the MPI_IN_PLACE forms, kept between calls. */
+	void *scratch;
+	size_t scratch_len;
+	/* Operations carried (for the verbose summary at free). */
+	unsigned long carried[KNEMRS_NOPS];
+} mca_coll_knemrs_module_t;
+OBJ_CLASS_DECLARATION(mca_coll_knemrs_module_t);
+
+mca_coll_base_module_t *mca_coll_knemrs_comm_query(struct ompi_communicator_t *comm,
+						   int *priority);
+
+int mca_coll_knemrs_bcast(void *buf, knemrs_count_t count, struct ompi_datatype_t *dtype,
+			  int root, struct ompi_communicator_t *comm,
+			  mca_coll_base_module_t *module);
+int mca_coll_knemrs_scatter(const void *sbuf, knemrs_count_t scount,
+			    struct ompi_datatype_t *sdtype, void *rbuf, knemrs_count_t rcount,
+			    struct ompi_datatype_t *rdtype, int root,
+			    struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_knemrs_gather(const void *sbuf, knemrs_count_t scount,
+			   struct ompi_datatype_t *sdtype, void *rbuf, knemrs_count_t rcount,
+			   struct ompi_datatype_t *rdtype, int root,
+			   struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_knemrs_allgather(const void *sbuf, knemrs_count_t scount,
+			      struct ompi_datatype_t *sdtype, void *rbuf, knemrs_count_t rcount,
+			      struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+			      mca_coll_base_module_t *module);
+int mca_coll_knemrs_alltoall(const void *sbuf, knemrs_count_t scount,
+			     struct ompi_datatype_t *sdtype, void *rbuf, knemrs_count_t rcount,
+			     struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+			     mca_coll_base_module_t *module);
+
+/* knemrs_team.c: make the team on first use; 1 when it is usable. */
+int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm);
+/* Agree on every rank whether op on n bytes per block goes to knem-rs:
+ * local_ok is this rank's answer (contiguous buffers, scratch memory). */
+int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op,
+		 size_t n, int local_ok);
+
+END_C_DECLS
+
+#endif /* MCA_COLL_KNEMRS_H */

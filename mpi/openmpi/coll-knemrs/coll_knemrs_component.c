@@ -1,0 +1,76 @@
+/*
+ * SPDX-License-Identifier: GPL-2.0-only
+ *
+ * coll/knemrs component: its MCA parameters and the structure Open MPI
+ * finds by name (mca_coll_knemrs_component) when it loads the DSO.
+ */
+#include "coll_knemrs.h"
+
+#include "opal/util/output.h"
+#include "ompi/mca/coll/base/base.h"
+
+static int knemrs_register(void);
+static int knemrs_open(void);
+static int knemrs_init_query(bool enable_progress_threads, bool enable_mpi_threads);
+
+struct knemrs_component_state mca_coll_knemrs_component = {
+	.super = {
+		.collm_version = {
+			KNEMRS_COLL_VERSION,
+			.mca_component_name = "knemrs",
+			MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
+					      OMPI_RELEASE_VERSION),
+			.mca_open_component = knemrs_open,
+			.mca_register_component_params = knemrs_register,
+		},
+		.collm_data = {
+			MCA_BASE_METADATA_PARAM_CHECKPOINT
+		},
+		.collm_init_query = knemrs_init_query,
+		.collm_comm_query = mca_coll_knemrs_comm_query,
+	},
+	/* Above coll/tuned (30): tuned stays the fallback we save. */
+	.priority = 40,
+	.threshold = -1,
+	.transport = NULL,
+};
+
+static char *transport_default = "knem";
+
+static int knemrs_register(void)
+{
+	mca_base_component_t *c = &mca_coll_knemrs_component.super.collm_version;
+
+	(void)mca_base_component_var_register(c, "priority",
+		"Priority of coll/knemrs on single-node intracommunicators (0 disables it)",
+		MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.priority);
+	/* Settable and ALL_EQ: a program may change it at run time through
+	 * MPI_T (the same value on every rank, between collectives). */
+	(void)mca_base_component_var_register(c, "threshold",
+		"Bytes per block from which knem-rs carries bcast, scatter, gather, allgather "
+		"and alltoall; -1: from knem-coll's cost model (the size where the model's data "
+		"time passes its fixed time)",
+		MCA_BASE_VAR_TYPE_INT, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_6,
+		MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_knemrs_component.threshold);
+	mca_coll_knemrs_component.transport = transport_default;
+	(void)mca_base_component_var_register(c, "transport",
+		"knem-rs transport of the teams: knem (the default), cma or shm",
+		MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.transport);
+	return OMPI_SUCCESS;
+}
+
+static int knemrs_open(void)
+{
+	/* coll_base_verbose drives our messages too. */
+	mca_coll_knemrs_component.output = ompi_coll_base_framework.framework_output;
+	return OMPI_SUCCESS;
+}
+
+static int knemrs_init_query(bool enable_progress_threads, bool enable_mpi_threads)
+{
+	(void)enable_progress_threads;
+	(void)enable_mpi_threads;
+	return OMPI_SUCCESS;
+}

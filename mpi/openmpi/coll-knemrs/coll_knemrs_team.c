@@ -1,0 +1,156 @@
+/*
+ * SPDX-License-Identifier: GPL-2.0-only
+ *
+ * The knem-rs team of a communicator: made once, from the communicator
+ * itself (a name broadcast by rank 0 with the saved bcast, then
+ * knem_rs_team_attach), on the first operation that could use it, and
+ * closed with the module when the communicator is freed.  Every decision
+ * that could differ between ranks is agreed on, so that all ranks take
+ * knem-rs or all take the fallback.
+ */
+#include "coll_knemrs.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opal/util/output.h"
+
+static unsigned knemrs_team_counter;
+
+/* The smallest of this rank's and every other rank's flag, with the
+ * module that was there before us (no knem-rs team needed). */
+static int knemrs_all(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int mine)
+{
+	mca_coll_base_module_allreduce_fn_t allreduce =
+		(mca_coll_base_module_allreduce_fn_t)m->allreduce.fn;
+	int all = 0;
+
+	if (allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm, m->allreduce.module) != OMPI_SUCCESS)
+		return 0;
+	return all;
+}
+
+/* Data time passes fixed time: from there a single copy beats a
+ * copy-in/copy-out through shared memory, which pays the data time twice.
+ * The model is T(n) = fixed + data(n); T(1) stands for the fixed part. */
+static size_t knemrs_model_threshold(knem_rs_team *team, int op)
+{
+	double t1, t;
+	size_t n;
+
+	if (knem_rs_team_plan(team, op, 1, NULL, NULL, &t1) != 0)
+		return SIZE_MAX;
+	for (n = 2; n <= ((size_t)1 << 30); n *= 2) {
+		if (knem_rs_team_plan(team, op, n, NULL, NULL, &t) != 0)
+			return SIZE_MAX;
+		if (t - t1 >= t1)
+			return n;
+	}
+	return SIZE_MAX;
+}
+
+static void knemrs_team_fail(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm,
+			     const char *what)
+{
+	m->team_state = KNEMRS_TEAM_OFF;
+	opal_output_verbose(10, mca_coll_knemrs_component.output,
+		"coll:knemrs: %s: %s; the saved modules carry every operation", comm->c_name, what);
+}
+
+int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm)
+{
+	mca_coll_base_module_bcast_fn_t bcast = (mca_coll_base_module_bcast_fn_t)m->bcast.fn;
+	const char *tname = mca_coll_knemrs_component.transport;
+	int rank = ompi_comm_rank(comm), size = ompi_comm_size(comm);
+	knem_rs_transport *probe = NULL;
+	char name[64] = "";
+	int ok, op;
+
+	if (m->team_state != KNEMRS_TEAM_NONE)
+		return m->team_state == KNEMRS_TEAM_READY;
+
+	/* Attaching waits for every rank: first make sure every rank can open
+	 * the transport (/dev/knem present and openable). */
+	ok = knem_rs_transport_open(tname, &probe) == 0;
+	if (!ok)
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: rank %d cannot open transport %s: %s", rank, tname,
+			knem_rs_last_error());
+	knem_rs_transport_close(probe);
+	if (!knemrs_all(m, comm, ok)) {
+		knemrs_team_fail(m, comm, "transport missing on some rank");
+		return 0;
+	}
+
+	if (rank == 0)
+		snprintf(name, sizeof(name), "knemrs-%ld-%u", (long)getpid(),
+			 knemrs_team_counter++);
+	if (bcast(name, sizeof(name), MPI_CHAR, 0, comm, m->bcast.module) != OMPI_SUCCESS) {
+		knemrs_team_fail(m, comm, "could not send the team's name");
+		return 0;
+	}
+	ok = knem_rs_team_attach(name, rank, size, tname, &m->team) == 0;
+	if (!ok)
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: rank %d could not attach team %s: %s", rank, name,
+			knem_rs_last_error());
+	/* Attach returns once every rank mapped the control block: its file
+	 * is no longer needed. */
+	if (rank == 0) {
+		char path[80];
+
+		snprintf(path, sizeof(path), "/dev/shm/%s", name);
+		(void)unlink(path);
+	}
+	if (!knemrs_all(m, comm, ok)) {
+		knem_rs_team_close(m->team);
+		m->team = NULL;
+		knemrs_team_fail(m, comm, "a rank could not attach the team");
+		return 0;
+	}
+	for (op = 0; op < KNEMRS_NOPS; op++)
+		m->model_threshold[op] = knemrs_model_threshold(m->team, op);
+	m->team_state = KNEMRS_TEAM_READY;
+	opal_output_verbose(10, mca_coll_knemrs_component.output,
+		"coll:knemrs: %s: team %s of %d ranks over %s; model thresholds bcast %zu, "
+		"scatter %zu, gather %zu, allgather %zu, alltoall %zu bytes", comm->c_name, name,
+		size, knem_rs_team_transport_name(m->team),
+		m->model_threshold[KNEM_RS_OP_BCAST], m->model_threshold[KNEM_RS_OP_SCATTER],
+		m->model_threshold[KNEM_RS_OP_GATHER], m->model_threshold[KNEM_RS_OP_ALLGATHER],
+		m->model_threshold[KNEM_RS_OP_ALLTOALL]);
+	return 1;
+}
+
+int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op, size_t n,
+		 int local_ok)
+{
+	int threshold = mca_coll_knemrs_component.threshold;
+	uint64_t words[64 * 8], mine = (uint64_t)(local_ok != 0);
+	int size, r;
+
+	/* n and the threshold are the same on every rank (MPI's matching
+	 * rules; an ALL_EQ parameter): this test needs no agreement. */
+	if (threshold >= 0 && n < (size_t)threshold)
+		return 0;
+	if (n == 0)
+		return 0;
+	if (!knemrs_team_ready(m, comm))
+		return 0;
+	if (threshold < 0 && n < m->model_threshold[op])
+		return 0;
+	/* Datatype layouts may differ between ranks: agree through the
+	 * team's control block (one barrier, no copy). */
+	if (knem_rs_team_allgather_words(m->team, &mine, 1, words) != 0) {
+		opal_output(0, "coll:knemrs: %s: word exchange failed: %s", comm->c_name,
+			    knem_rs_last_error());
+		return -1;
+	}
+	size = ompi_comm_size(comm);
+	for (r = 0; r < size; r++)
+		if (words[r * 8] == 0)
+			return 0;
+	return 1;
+}

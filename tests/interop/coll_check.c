@@ -1,0 +1,464 @@
+/*
+ * SPDX-License-Identifier: GPL-2.0-only
+ *
+ * coll_check: MPI_Bcast, Scatter, Gather, Allgather and Alltoall as an
+ * application calls them, for the interop stage's coll/knemrs checks.
+ *
+ *   coll_check verify [MAXSIZE]   every operation x sizes 0, 1, 4K+1, 64K,
+ *                                 1M+3 (and 16M if MAXSIZE allows) x every
+ *                                 root x MPI_IN_PLACE or not, every byte
+ *                                 and the guard bytes after each buffer
+ *                                 checked; then a 64K bcast on each of
+ *                                 three duplicates of MPI_COMM_WORLD.
+ *                                 Reports the bytes knem must have moved
+ *                                 if coll/knemrs carried every call from
+ *                                 coll_knemrs_threshold (read through
+ *                                 MPI_T) on.
+ *   coll_check fallback           the cases coll/knemrs must leave to the
+ *                                 module it replaced: a vector datatype on
+ *                                 every rank, contiguous at the root only,
+ *                                 and MPI_Reduce; knem must move nothing.
+ *   coll_check bench [ITERS [MAXSIZE]]
+ *                                 OSU-style timings (avg/min/max us over
+ *                                 ranks), 4K to MAXSIZE (default 4M), of
+ *                                 each operation with coll/knemrs and with
+ *                                 what it replaced, in one run: the
+ *                                 threshold is switched through MPI_T.
+ *                                 Reports the knem bytes of the first half.
+ *
+ * The last line on rank 0 is
+ *   coll_check: <mode>: ranks P, calls C, bad bytes B, knem bytes expected K
+ */
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64
+#define GUARD_BYTE 0xA5
+#define FILL_BYTE 0xEE
+
+enum op { BCAST, SCATTER, GATHER, ALLGATHER, ALLTOALL, NOPS };
+static const char *op_name[NOPS] = { "bcast", "scatter", "gather", "allgather", "alltoall" };
+
+static int me, np;
+/* The communicator run() uses: MPI_COMM_WORLD or a duplicate of it. */
+static MPI_Comm comm;
+static long long bad, calls;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "coll_check: rank %d: %s\n", me, what);
+	MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+/* The byte a rank puts at offset i of block b; i >> 8 keeps offsets 256
+ * apart distinct, salt changes it from call to call. */
+static unsigned char pat(int rank, int block, size_t i, int salt)
+{
+	return (unsigned char)(rank * 37 + block * 101 + i * 13 + (i >> 8) + salt * 7);
+}
+
+/* A buffer of len bytes followed by GUARD guard bytes. */
+static unsigned char *buf_new(size_t len)
+{
+	unsigned char *b = malloc(len + GUARD);
+
+	if (b == NULL)
+		die("out of memory");
+	memset(b, FILL_BYTE, len);
+	memset(b + len, GUARD_BYTE, GUARD);
+	return b;
+}
+
+static void fill(unsigned char *b, int rank, int block, size_t n, int salt)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = pat(rank, block, i, salt);
+}
+
+/* Count the bytes of block (rank, block) at b that are wrong. */
+static void expect(const unsigned char *b, int rank, int block, size_t n, int salt)
+{
+	for (size_t i = 0; i < n; i++)
+		bad += b[i] != pat(rank, block, i, salt);
+}
+
+static void expect_guard(const unsigned char *b, size_t len)
+{
+	for (size_t i = 0; i < GUARD; i++)
+		bad += b[len + i] != GUARD_BYTE;
+}
+
+static void expect_fill(const unsigned char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		bad += b[i] != FILL_BYTE;
+}
+
+/* One call of op with n bytes per block; returns the bytes between ranks
+ * (what knem moves when the team carries it). */
+static long long run(enum op op, size_t n, int root, int in_place, int salt)
+{
+	size_t p = (size_t)np, total = n * p;
+	unsigned char *s, *r;
+	int cnt = (int)n;
+	long long between = 0;
+
+	calls++;
+	switch (op) {
+	case BCAST:
+		r = buf_new(n);
+		if (me == root)
+			fill(r, root, 0, n, salt);
+		MPI_Bcast(r, cnt, MPI_BYTE, root, comm);
+		expect(r, root, 0, n, salt);
+		expect_guard(r, n);
+		free(r);
+		between = (long long)(p - 1) * n;
+		break;
+	case SCATTER:
+		s = buf_new(total);
+		r = buf_new(n);
+		if (me == root)
+			for (int b = 0; b < np; b++)
+				fill(s + b * n, root, b, n, salt);
+		MPI_Scatter(s, cnt, MPI_BYTE, me == root && in_place ? MPI_IN_PLACE : r, cnt,
+			    MPI_BYTE, root, comm);
+		if (me == root) {
+			/* The root's send buffer is untouched, in place or not. */
+			for (int b = 0; b < np; b++)
+				expect(s + b * n, root, b, n, salt);
+			if (in_place)
+				expect_fill(r, n);
+			else
+				expect(r, root, me, n, salt);
+		} else {
+			expect(r, root, me, n, salt);
+		}
+		expect_guard(s, total);
+		expect_guard(r, n);
+		free(s);
+		free(r);
+		between = (long long)(p - 1) * n;
+		break;
+	case GATHER:
+		s = buf_new(n);
+		r = buf_new(total);
+		fill(s, me, 0, n, salt);
+		if (me == root && in_place)
+			fill(r + root * n, root, 0, n, salt);
+		MPI_Gather(me == root && in_place ? MPI_IN_PLACE : s, cnt, MPI_BYTE, r, cnt, MPI_BYTE,
+			   root, comm);
+		if (me == root)
+			for (int b = 0; b < np; b++)
+				expect(r + b * n, b, 0, n, salt);
+		else
+			expect_fill(r, total);
+		expect_guard(s, n);
+		expect_guard(r, total);
+		free(s);
+		free(r);
+		between = (long long)(p - 1) * n;
+		break;
+	case ALLGATHER:
+		s = buf_new(n);
+		r = buf_new(total);
+		if (in_place)
+			fill(r + me * n, me, 0, n, salt);
+		else
+			fill(s, me, 0, n, salt);
+		MPI_Allgather(in_place ? MPI_IN_PLACE : s, cnt, MPI_BYTE, r, cnt, MPI_BYTE,
+			      comm);
+		for (int b = 0; b < np; b++)
+			expect(r + b * n, b, 0, n, salt);
+		expect_guard(s, n);
+		expect_guard(r, total);
+		free(s);
+		free(r);
+		between = (long long)(p * (p - 1)) * n;
+		break;
+	case ALLTOALL:
+		s = buf_new(total);
+		r = buf_new(total);
+		for (int b = 0; b < np; b++)
+			fill((in_place ? r : s) + b * n, me, b, n, salt);
+		MPI_Alltoall(in_place ? MPI_IN_PLACE : s, cnt, MPI_BYTE, r, cnt, MPI_BYTE,
+			     comm);
+		for (int b = 0; b < np; b++)
+			expect(r + b * n, b, me, n, salt);
+		expect_guard(s, total);
+		expect_guard(r, total);
+		free(s);
+		free(r);
+		between = (long long)(p * (p - 1)) * n;
+		break;
+	default:
+		die("unknown operation");
+	}
+	return between;
+}
+
+static int rooted(enum op op)
+{
+	return op == BCAST || op == SCATTER || op == GATHER;
+}
+
+/* coll_knemrs_threshold through MPI_T: the component must be loaded. */
+static MPI_T_cvar_handle threshold_handle;
+
+static void threshold_open(void)
+{
+	int idx, count;
+
+	if (MPI_T_cvar_get_index("coll_knemrs_threshold", &idx) != MPI_SUCCESS)
+		die("no MPI_T variable coll_knemrs_threshold: is coll/knemrs loaded?");
+	if (MPI_T_cvar_handle_alloc(idx, NULL, &threshold_handle, &count) != MPI_SUCCESS)
+		die("MPI_T_cvar_handle_alloc(coll_knemrs_threshold) failed");
+}
+
+static int threshold_get(void)
+{
+	int v;
+
+	if (MPI_T_cvar_read(threshold_handle, &v) != MPI_SUCCESS)
+		die("MPI_T_cvar_read(coll_knemrs_threshold) failed");
+	return v;
+}
+
+static void threshold_set(int v)
+{
+	/* Every rank, between collectives: the parameter is ALL_EQ. */
+	if (MPI_T_cvar_write(threshold_handle, &v) != MPI_SUCCESS)
+		die("MPI_T_cvar_write(coll_knemrs_threshold) failed");
+}
+
+static long long verify(size_t maxsize)
+{
+	static const size_t sizes[] = { 0, 1, 4097, 65536, (1 << 20) + 3, 16 << 20 };
+	int threshold = threshold_get(), salt = 0;
+	long long knem = 0;
+
+	if (threshold < 0)
+		die("coll_knemrs_threshold is -1 (from the model): set it so that the "
+		    "expected bytes are known");
+	for (int op = 0; op < NOPS; op++)
+		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+			size_t n = sizes[k];
+
+			if (n > maxsize)
+				continue;
+			for (int root = 0; root < (rooted(op) ? np : 1); root++)
+				for (int in_place = 0; in_place < (op == BCAST ? 1 : 2); in_place++) {
+					long long between = run(op, n, root, in_place, ++salt);
+
+					if (n > 0 && n >= (size_t)threshold)
+						knem += between;
+				}
+		}
+	/* Duplicates of MPI_COMM_WORLD: each gets a team of its own on its
+	 * first call, freed with it. */
+	for (int i = 0; i < 3; i++) {
+		MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+		long long between = run(BCAST, 65536, i % np, 0, ++salt);
+
+		if ((size_t)threshold <= 65536)
+			knem += between;
+		MPI_Comm_free(&comm);
+	}
+	comm = MPI_COMM_WORLD;
+	return knem;
+}
+
+/* Vector datatypes, contiguous-at-the-root-only bcast, MPI_Reduce. */
+static void fallback(void)
+{
+	const int blocks = 256, blen = 512, stride = 1024;
+	size_t span = (size_t)blocks * stride, n = (size_t)blocks * blen;
+	MPI_Datatype vec;
+	unsigned char *v = buf_new(span * np), *c = buf_new(n * np);
+	int *x, *sum;
+
+	MPI_Type_vector(blocks, blen, stride, MPI_BYTE, &vec);
+	MPI_Type_commit(&vec);
+
+	/* Bcast, vector on every rank. */
+	calls++;
+	memset(v, FILL_BYTE, span);
+	if (me == 0)
+		for (int b = 0; b < blocks; b++)
+			fill(v + (size_t)b * stride, 0, b, blen, 1);
+	MPI_Bcast(v, 1, vec, 0, MPI_COMM_WORLD);
+	for (int b = 0; b < blocks; b++) {
+		expect(v + (size_t)b * stride, 0, b, blen, 1);
+		expect_fill(v + (size_t)b * stride + blen, stride - blen);
+	}
+
+	/* Bcast, contiguous bytes at the root, the vector elsewhere: the same
+	 * type signature, and the ranks must agree to fall back together. */
+	calls++;
+	memset(v, FILL_BYTE, span);
+	if (me == 0) {
+		for (int b = 0; b < blocks; b++)
+			fill(c + (size_t)b * blen, 0, b, blen, 2);
+		MPI_Bcast(c, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+	} else {
+		MPI_Bcast(v, 1, vec, 0, MPI_COMM_WORLD);
+		for (int b = 0; b < blocks; b++)
+			expect(v + (size_t)b * stride, 0, b, blen, 2);
+	}
+
+	/* Allgather and alltoall with the vector as the send type, bytes at
+	 * the receiver. */
+	calls++;
+	for (int b = 0; b < blocks; b++)
+		fill(v + (size_t)b * stride, me, b, blen, 3);
+	MPI_Allgather(v, 1, vec, c, (int)n, MPI_BYTE, MPI_COMM_WORLD);
+	for (int r = 0; r < np; r++)
+		for (int b = 0; b < blocks; b++)
+			expect(c + (size_t)r * n + (size_t)b * blen, r, b, blen, 3);
+
+	/* Gather into the root with the vector as the receive type. */
+	calls++;
+	for (int b = 0; b < blocks; b++)
+		fill(c + (size_t)b * blen, me, b, blen, 4);
+	{
+		MPI_Datatype rvec;
+
+		/* Each rank's n bytes land as one vector at extent span. */
+		MPI_Type_create_resized(vec, 0, (MPI_Aint)span, &rvec);
+		MPI_Type_commit(&rvec);
+		memset(v, FILL_BYTE, span * np);
+		MPI_Gather(c, (int)n, MPI_BYTE, v, 1, rvec, 0, MPI_COMM_WORLD);
+		if (me == 0)
+			for (int r = 0; r < np; r++)
+				for (int b = 0; b < blocks; b++)
+					expect(v + (size_t)r * span + (size_t)b * stride, r, b, blen, 4);
+		MPI_Type_free(&rvec);
+	}
+
+	/* MPI_Reduce (not an operation of coll/knemrs), 256 KiB of ints. */
+	calls++;
+	x = malloc(sizeof(int) << 18);
+	sum = malloc(sizeof(int) << 18);
+	if (x == NULL || sum == NULL)
+		die("out of memory");
+	for (int i = 0; i < 1 << 16; i++)
+		x[i] = i * (me + 1);
+	MPI_Reduce(x, sum, 1 << 16, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (me == 0)
+		for (int i = 0; i < 1 << 16; i++)
+			bad += sum[i] != i * (np * (np + 1) / 2);
+	free(x);
+	free(sum);
+	MPI_Type_free(&vec);
+	free(v);
+	free(c);
+}
+
+/* OSU style: each rank times ITERS calls after a warm-up, then avg, min
+ * and max of the per-rank averages. */
+static long long time_op(enum op op, size_t n, int iters, double out[3])
+{
+	size_t p = (size_t)np;
+	long long between = (long long)(op == ALLGATHER || op == ALLTOALL ? p * (p - 1) : p - 1) * n;
+	size_t total = n * (size_t)np;
+	unsigned char *s = buf_new(total), *r = buf_new(total);
+	int cnt = (int)n;
+	double t0 = 0, t, sum, mn, mx;
+
+	fill(s, me, 0, total, 5);
+	for (int i = -1; i < iters; i++) {
+		if (i == 0) {
+			MPI_Barrier(MPI_COMM_WORLD);
+			t0 = MPI_Wtime();
+		}
+		switch (op) {
+		case BCAST: MPI_Bcast(s, cnt, MPI_BYTE, 0, MPI_COMM_WORLD); break;
+		case SCATTER: MPI_Scatter(s, cnt, MPI_BYTE, r, cnt, MPI_BYTE, 0, MPI_COMM_WORLD); break;
+		case GATHER: MPI_Gather(s, cnt, MPI_BYTE, r, cnt, MPI_BYTE, 0, MPI_COMM_WORLD); break;
+		case ALLGATHER: MPI_Allgather(s, cnt, MPI_BYTE, r, cnt, MPI_BYTE, MPI_COMM_WORLD); break;
+		case ALLTOALL: MPI_Alltoall(s, cnt, MPI_BYTE, r, cnt, MPI_BYTE, MPI_COMM_WORLD); break;
+		default: die("unknown operation");
+		}
+		calls++;
+	}
+	t = (MPI_Wtime() - t0) * 1e6 / iters;
+	MPI_Reduce(&t, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&t, &mn, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&t, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	out[0] = sum / np;
+	out[1] = mn;
+	out[2] = mx;
+	free(s);
+	free(r);
+	return between * (iters + 1);
+}
+
+/* Returns the bytes knem moved for the coll/knemrs half. */
+static long long bench(int iters, size_t maxsize)
+{
+	static const size_t sizes[] = { 4096, 65536, 1 << 20, 4 << 20, 16 << 20 };
+	int saved = threshold_get();
+	long long knem = 0;
+
+	if (me == 0)
+		printf("# coll_check bench, %d ranks, %d iterations; times in us "
+		       "(avg min max over ranks)\n"
+		       "# %-10s %10s %10s %10s %10s %10s %10s %10s\n", np, iters, "op", "size",
+		       "knemrs", "min", "max", "default", "min", "max");
+	for (int op = 0; op < NOPS; op++)
+		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+			double kn[3], def[3];
+
+			if (sizes[k] > maxsize)
+				continue;
+
+			threshold_set(1);
+			knem += time_op(op, sizes[k], iters, kn);
+			threshold_set(INT_MAX);
+			time_op(op, sizes[k], iters, def);
+			if (me == 0)
+				printf("  %-10s %10zu %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n",
+				       op_name[op], sizes[k], kn[0], kn[1], kn[2], def[0], def[1],
+				       def[2]);
+		}
+	threshold_set(saved);
+	return knem;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "verify";
+	long long knem = 0, all_bad = 0, all_calls = 0;
+	int provided;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	comm = MPI_COMM_WORLD;
+	MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+	threshold_open();
+
+	if (strcmp(mode, "verify") == 0)
+		knem = verify(argc > 2 ? strtoull(argv[2], NULL, 0) : (2u << 20));
+	else if (strcmp(mode, "fallback") == 0)
+		fallback();
+	else if (strcmp(mode, "bench") == 0)
+		knem = bench(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20,
+			     argc > 3 ? strtoull(argv[3], NULL, 0) : (4u << 20));
+	else
+		die("usage: coll_check verify [MAXSIZE] | fallback | bench [ITERS [MAXSIZE]]");
+
+	MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Allreduce(&calls, &all_calls, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+	if (me == 0)
+		printf("coll_check: %s: ranks %d, calls %lld, bad bytes %lld, "
+		       "knem bytes expected %lld\n", mode, np, all_calls, all_bad, knem);
+	MPI_T_cvar_handle_free(&threshold_handle);
+	MPI_T_finalize();
+	MPI_Finalize();
+	return all_bad == 0 ? 0 : 1;
+}
