@@ -5,7 +5,7 @@
 use knem::{Errno, Iovec, Status};
 use nix::sys::mman::{mmap_anonymous, mprotect, munmap, MapFlags, ProtFlags};
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitStatus};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, pipe, ForkResult, Pid};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -26,6 +26,16 @@ macro_rules! ensure {
             return Err(format!($($fmt)+));
         }
     };
+}
+
+/// Marks a test's `Err` as "cannot run here" (the harness prints `skip
+/// NAME: why` and counts it apart from passes and failures).
+pub const SKIP_MARK: &str = "\u{1}skip: ";
+
+/// A test that cannot run here says so: reported as skipped, never as
+/// passed.
+pub fn skip(why: &str) -> TestResult {
+    Err(format!("{SKIP_MARK}{why}"))
 }
 
 /// Add context to an error.
@@ -449,6 +459,30 @@ impl Peer {
     /// Wait for the peer to exit; its error if it failed.
     pub fn finish(mut self) -> TestResult {
         self.wait()
+    }
+
+    /// The peer's process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The peer's wait status if it has ended (it is reaped then), None
+    /// while it runs.
+    pub fn poll_exit(&mut self) -> TestResult<Option<WaitStatus>> {
+        ensure!(!self.reaped, "the peer was reaped already");
+        match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)).ctx("waitpid")? {
+            WaitStatus::StillAlive => Ok(None),
+            st => {
+                self.reaped = true;
+                Ok(Some(st))
+            }
+        }
+    }
+
+    /// Wait for the peer to end; its wait status, whatever it is.
+    pub fn exit_status(mut self) -> TestResult<WaitStatus> {
+        self.reaped = true;
+        waitpid(self.pid, None).ctx("waitpid")
     }
 
     /// SIGKILL the peer; how long until it was reaped.
