@@ -107,6 +107,7 @@ pub fn dma_finish_async_abandoned_batch() -> TestResult {
     })?;
     ensure!(peer.recv()? == 1, "peer protocol");
     let pid = peer.pid();
+    let mut killed_at = None;
     let mut run = || -> TestResult<Option<WaitStatus>> {
         let parked = FULL_ARRAY as u64;
         ensure!(
@@ -122,6 +123,7 @@ pub fn dma_finish_async_abandoned_batch() -> TestResult {
             provider_param("stalled")?
         );
         kill(pid, Signal::SIGKILL).ctx("kill")?;
+        killed_at = Some(Instant::now());
         ensure!(
             wait_until(30, || Ok(knem_param("dma_abandoned") == Some(1)))?,
             "the killed submitter's batch was not abandoned: dma_abandoned {:?}",
@@ -156,6 +158,13 @@ pub fn dma_finish_async_abandoned_batch() -> TestResult {
         Some(st) => st,
         None => peer.exit_status()?,
     };
+    if let Some(t) = killed_at {
+        eprintln!(
+            "dma_finish_async_abandoned_batch: submitter reaped {:?} after the SIGKILL (fault_dma_finish_delay_ms {:?})",
+            t.elapsed(),
+            delay.0
+        );
+    }
     ensure!(
         matches!(st, WaitStatus::Signaled(_, Signal::SIGKILL, _)),
         "the submitter ended {st:?}, expected SIGKILL"
