@@ -1266,6 +1266,10 @@ impl Engine {
     /// cut, which abandons the batch (issue 21, item 1).  The source region
     /// is one page's pieces over and over; the destination one buffer.
     fn op_big_dma(&mut self) {
+        if self.fds.is_empty() {
+            self.op_open();
+            return;
+        }
         // Plausible all through: the point is the deep path.
         self.sane = true;
         let fdi = self.pick_fd();
