@@ -8,6 +8,9 @@
 #   make test-kernels   the same with the in-VM suite on every kernel
 #   make interop    UCX and Open MPI over the module on each kernel of VM_KERNELS
 #   make module     knem.ko for each kernel of KVERS
+#   make test-debug-kernel  the suite, the DMA-provider suite and a 10-minute
+#                   fuzz under a KASAN + lockdep kernel built once per machine
+#                   (tests/debug-kernel; not part of make test, not in CI)
 #
 # KVERS defaults to every kernel that has both an image in /boot and headers.
 
@@ -28,7 +31,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
-	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-ompi5 \
+	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-ompi5 test-debug-kernel \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
 
@@ -174,20 +177,33 @@ demo-run: module
 	@tr -d '\r' < $(BUILD)/demo.log | sed -n '/^knem-rs demo/,/^module copy/p'
 
 # Fuzz /dev/knem in the VM: make fuzz [KERNEL=6.12] [DURATION=1800] [SEED=N]
+# Both runs load the test DMA provider and its conductor (knem-fuzz --dma:
+# stalls, injected failures, lowered dma_timeout_ms, SIGKILLs in the middle
+# of ioctls); FUZZ_DMA= (empty) fuzzes without it.
 KERNEL ?= 6.1
 DURATION ?= 1800
 SEED ?=
 FUZZ_ARGS ?=
+FUZZ_DMA ?= 1
 fuzz: module
-	tests/fuzzer/run.sh --kernel $(KERNEL) --duration $(DURATION) \
+	tests/fuzzer/run.sh --kernel $(KERNEL) --duration $(DURATION) $(if $(FUZZ_DMA),--dma) \
 		$(if $(SEED),--seed $(SEED)) -- $(FUZZ_ARGS)
 
 # The short fuzz run of `make test`: 30 s on each kernel.
 fuzz-smoke: module
 	@set -e; for k in $(VM_KERNELS); do \
 		echo "=== fuzz 30 s on kernel $$k ==="; \
-		tests/fuzzer/run.sh --kernel $$k --duration 30 -- $(FUZZ_ARGS); \
+		tests/fuzzer/run.sh --kernel $$k --duration 30 $(if $(FUZZ_DMA),--dma) -- $(FUZZ_ARGS); \
 	done
+
+# The debug lab kernel (tests/debug-kernel): Debian's 6.1 with KASAN,
+# lockdep, DEBUG_ATOMIC_SLEEP and full preemption, built once per machine
+# into /var/cache/knem-rs/debug-kernel (about an hour on 2 busy cores; never
+# in CI), then the suite, the DMA-provider suite and a FUZZ_DEBUG-second
+# fuzz under it, knem.ko built as a fault-injection build.
+FUZZ_DEBUG ?= 600
+test-debug-kernel: core-object tests-bin
+	tests/debug-kernel/run.sh --fuzz $(FUZZ_DEBUG)
 
 # The cargo-fuzz targets of the Rust core (rust-core/fuzz, nightly): each
 # runs FUZZ_CORE_TIME seconds from a copy of its checked-in corpus under

@@ -8,6 +8,8 @@
 # path.  SUBSTRINGs select tests as knem-tests does (default: all).  With
 # --kernel the provider is built here for that kernel; a kernel given by
 # image (tests/kernels) comes with the provider its release built.
+# KNEM_DMA_SUITE_TIMEOUT: the VM's time limit in seconds (default 600; the
+# debug kernel of tests/debug-kernel needs more).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -37,6 +39,7 @@ suite=$top/target/x86_64-unknown-linux-gnu/release/knem-tests
 # near 5 on a loaded host: more than tests/vm/run's default 300 s.  The
 # offload thread bound has no DMA part: 1000 idle fds show it here.  This
 # run has everything the suite can use (the provider, the scratch ext4),
-# so a test that skips fails it (--no-skip).
-exec "$top/tests/vm/run" "${run_opts[@]}" --timeout 600 --scratch-ext4 --add "$ko" --add "$suite" -- \
+# so a test that skips fails it (--no-skip).  KNEM_DMA_SUITE_TIMEOUT
+# raises the VM's limit (the debug kernel's run needs more).
+exec "$top/tests/vm/run" "${run_opts[@]}" --timeout "${KNEM_DMA_SUITE_TIMEOUT:-600}" --scratch-ext4 --add "$ko" --add "$suite" -- \
 	sh -c 'insmod /opt/knem_dma_test.ko && KNEM_SUITE_IDLE_FDS=1000 /opt/knem-tests --no-skip "$@"' sh "$@"

@@ -27,6 +27,13 @@ const F_SINGLEUSE: u32 = abi::KNEM_FLAG_SINGLEUSE;
 const F_ANYUSER: u32 = abi::KNEM_FLAG_ANY_USER_ACCESS;
 const ANY_ASYNC: u32 = F_ASYNC | F_DMATHREAD | F_MEMCPYTHREAD;
 
+/// Pieces one ASYNCDMACOMPLETE batch maps before the submission waits for
+/// them (KNEM_DMA_MAX_PIECES in c-shim/knem_dma.c).
+const DMA_FULL_ARRAY: u64 = 16384;
+/// knem's dma_min in --dma mode (main.rs sets it), so that a piece array
+/// fills from one 1 MiB buffer.
+pub const DMA_MIN: u64 = 32;
+
 /// The real command numbers (a "bad" ioctl must be none of them).
 const REAL_CMDS: [u32; 11] = cmd::NUMBERS;
 
@@ -120,6 +127,9 @@ pub struct Engine {
     /// This step draws plausible arguments (live cookies, in-range
     /// offsets, accepted flags) so that deep paths run, not only checks.
     sane: bool,
+    /// --dma: the DMA provider is loaded; plausible copies often ask for
+    /// the engine, and some are larger than a batch's piece array.
+    dma: bool,
 }
 
 fn errno() -> i32 {
@@ -168,17 +178,26 @@ pub fn say(line: &str) {
     unsafe { libc::write(1, s.as_ptr().cast(), s.len()) };
 }
 
+/// How every process of a run behaves (from the command line).
+#[derive(Debug, Clone, Copy)]
+pub struct Opts {
+    pub verbose: bool,
+    pub allow_setuid: bool,
+    pub tame: bool,
+    pub max_steps: u64,
+    pub dma: bool,
+}
+
 impl Engine {
     /// A process with its own arena, starting from `seed`.
-    pub fn new(
-        shared: &'static Shared,
-        seed: u64,
-        name: String,
-        verbose: bool,
-        allow_setuid: bool,
-        tame: bool,
-        max_steps: u64,
-    ) -> Self {
+    pub fn new(shared: &'static Shared, seed: u64, name: String, opts: Opts) -> Self {
+        let Opts {
+            verbose,
+            allow_setuid,
+            tame,
+            max_steps,
+            dma,
+        } = opts;
         let mut e = Self {
             shared,
             rng: Rng::new(seed),
@@ -204,6 +223,7 @@ impl Engine {
             what: String::new(),
             kill_at: 0,
             sane: false,
+            dma,
         };
         for i in 0..SLOTS / 2 {
             e.arena.map(i * 2, &mut e.rng);
@@ -272,7 +292,7 @@ impl Engine {
     }
 
     fn one_step(&mut self, deadline: Instant) {
-        const W: [u32; 25] = [
+        const W: [u32; 26] = [
             14, // 0 create
             3,  // 1 init_send
             8,  // 2 destroy
@@ -298,8 +318,13 @@ impl Engine {
             2,  // 22 buffer unmap
             1,  // 23 fork
             1,  // 24 kill a child
+            0,  // 25 DMA copy past a full piece array (--dma)
         ];
-        let a = self.rng.weighted(&W);
+        let mut w = W;
+        if self.dma {
+            w[25] = 2;
+        }
+        let a = self.rng.weighted(&w);
         self.sane = self.rng.chance(35);
         if a <= 17 && self.fds.is_empty() {
             self.op_open();
@@ -342,7 +367,8 @@ impl Engine {
                 self.shared.event(Ev::BufUnmap);
             }
             23 => self.op_fork(deadline),
-            _ => self.op_kill_child(),
+            24 => self.op_kill_child(),
+            _ => self.op_big_dma(),
         }
     }
 
@@ -756,6 +782,15 @@ impl Engine {
     }
 
     fn gen_copy_flags(&mut self) -> u32 {
+        if self.sane && self.dma && self.rng.chance(50) {
+            return self.rng.pick(&[
+                F_DMA,
+                F_DMA | F_ASYNC,
+                F_DMA | F_ASYNC,
+                F_DMA | F_DMATHREAD,
+                F_DMA | F_ASYNC | F_PINLOCAL,
+            ]);
+        }
         if self.sane {
             return match self.rng.below(10) {
                 0..=3 => 0,
@@ -1223,6 +1258,96 @@ impl Engine {
         };
         self.check_copy(e, ok, flags, &[src, dst], st);
         self.forget_single_use(&[src, dst]);
+    }
+
+    /// --dma: an ASYNCDMACOMPLETE copy of more pieces than a batch's array
+    /// holds, so the submission waits in the ioctl for its first 16384:
+    /// the wait that the conductor's stalls, lowered timeouts and SIGKILLs
+    /// cut, which abandons the batch (issue 21, item 1).  The source region
+    /// is one page's pieces over and over; the destination one buffer.
+    fn op_big_dma(&mut self) {
+        if self.fds.is_empty() {
+            self.op_open();
+            return;
+        }
+        // Plausible all through: the point is the deep path.
+        self.sane = true;
+        let fdi = self.pick_fd();
+        let (Some(si), Some(di)) = (
+            self.arena.any(&mut self.rng, false),
+            self.arena.any(&mut self.rng, true),
+        ) else {
+            return;
+        };
+        let piece = self.rng.pick(&[DMA_MIN, DMA_MIN, 48, 64]);
+        let dlen = self.arena.bufs[di].len as u64;
+        let n = (DMA_FULL_ARRAY + 1 + self.rng.below(512)).min(dlen / piece);
+        let per_page = (self.arena.bufs[si].len as u64).min(PAGE as u64) / piece;
+        if n == 0 || per_page == 0 {
+            return;
+        }
+        let sbase = self.arena.slot(si) as u64;
+        let dbase = self.arena.slot(di) as u64;
+        let src: Vec<abi::knem_cmd_param_iovec> = (0..n)
+            .map(|i| abi::knem_cmd_param_iovec {
+                base: sbase + (i % per_page) * piece,
+                len: piece,
+            })
+            .collect();
+        let dst = [abi::knem_cmd_param_iovec {
+            base: dbase,
+            len: n * piece,
+        }];
+        let mut cookies = [0u64; 2];
+        for (k, (io, prot)) in [
+            (&src[..], libc::PROT_READ as u32),
+            (&dst[..], libc::PROT_WRITE as u32),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            self.what = format!(
+                "CREATE_REGION (big DMA) iov={:#x} nr={} prot={prot:#x}",
+                io.as_ptr() as u64,
+                io.len()
+            );
+            let mut a = abi::knem_cmd_create_region {
+                iovec_array: io.as_ptr() as u64,
+                iovec_nr: io.len() as u32,
+                flags: 0,
+                protection: prot,
+                pad: 0,
+                cookie: 0,
+            };
+            let (_, ok) = self.call(Op::CreateRegion, fdi, cmd::CREATE_REGION, &mut a);
+            if !ok {
+                return;
+            }
+            cookies[k] = a.cookie;
+            self.shared.publish(self.rng.next(), a.cookie);
+            if let Some(c) = self.ctx_of(fdi) {
+                c.cookies.push(a.cookie);
+            }
+        }
+        let flags = F_DMA | F_ASYNC;
+        let idx = self.gen_index(fdi);
+        self.what = format!(
+            "COPY (big DMA, {n} pieces of {piece}) src={:#x} dst={:#x} flags={flags:#x} idx={idx}",
+            cookies[0], cookies[1]
+        );
+        self.shared.event(Ev::BigDma);
+        let mut a = abi::knem_cmd_copy {
+            src_cookie: cookies[0],
+            src_offset: 0,
+            dst_cookie: cookies[1],
+            dst_offset: 0,
+            flags,
+            current_status: 0xdead,
+            async_status_index: idx,
+            pad: 0,
+        };
+        let (e, ok) = self.call(Op::Copy, fdi, cmd::COPY, &mut a);
+        self.check_copy(e, ok, flags, &cookies, a.current_status);
     }
 
     fn op_sync_recv(&mut self) {

@@ -3,7 +3,15 @@
 //! SIGKILLed in the middle.  Runs in the VM (tests/fuzzer/run.sh).
 //!
 //! Usage: `knem-fuzz [--seed N] [--duration SECS] [--procs N]
-//!                   [--max-steps N] [--no-setuid] [--no-oom-sizes] [--verbose]`
+//!                   [--max-steps N] [--no-setuid] [--no-oom-sizes] [--verbose]
+//!                   [--dma PROVIDER.ko]`
+//!
+//! `--dma` loads the test DMA provider (tests/dma-provider) and runs the
+//! conductor (conductor.rs) beside the workers: it parks and releases the
+//! engine's descriptors, slows and fails them, lowers knem's dma_timeout_ms
+//! and SIGKILLs fuzzing processes in the middle of ioctls (a worker killed
+//! so is replaced); the workers often ask for the engine and submit
+//! ASYNCDMACOMPLETE copies larger than a batch's piece array.
 //!
 //! `--no-oom-sizes` keeps iovec counts and region lengths out of the band
 //! where the driver's kernel arrays (16 bytes an iovec, 8 bytes a page)
@@ -20,12 +28,13 @@
 //! as far as the driver answers the same).  Prints a summary and
 //! `N passed, N failed` last.
 
+mod conductor;
 mod engine;
 mod mem;
 mod rng;
 mod shared;
 
-use engine::{errno_name, proc_text, say, Engine};
+use engine::{errno_name, proc_text, say, Engine, Opts};
 use rng::mix;
 use shared::{Shared, ALL_OPS, EV_NAMES, NERR};
 use std::sync::atomic::Ordering;
@@ -41,11 +50,13 @@ struct Args {
     setuid: bool,
     tame: bool,
     verbose: bool,
+    /// --dma: the provider module to load.
+    dma: Option<String>,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: knem-fuzz [--seed N] [--duration SECS] [--procs N] [--max-steps N] [--no-setuid] [--no-oom-sizes] [--verbose]"
+        "usage: knem-fuzz [--seed N] [--duration SECS] [--procs N] [--max-steps N] [--no-setuid] [--no-oom-sizes] [--verbose] [--dma PROVIDER.ko]"
     );
     std::process::exit(2)
 }
@@ -59,6 +70,7 @@ fn parse_args() -> Args {
         setuid: true,
         tame: false,
         verbose: false,
+        dma: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -83,6 +95,7 @@ fn parse_args() -> Args {
             "--no-setuid" => a.setuid = false,
             "--no-oom-sizes" => a.tame = true,
             "--verbose" | "-v" => a.verbose = true,
+            "--dma" => a.dma = Some(it.next().unwrap_or_else(|| usage())),
             "-h" | "--help" => usage(),
             _ => {
                 eprintln!("knem-fuzz: unknown argument {arg:?}");
@@ -213,31 +226,62 @@ fn main() {
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.duration);
 
-    let mut workers = Vec::new();
-    for i in 0..args.procs {
-        let seed = mix(args.seed ^ (u64::from(i) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let dma = match &args.dma {
+        None => None,
+        Some(ko) => match conductor::setup(ko) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                say(&format!("FAIL --dma: {e}"));
+                say("0 passed, 1 failed");
+                std::process::exit(1);
+            }
+        },
+    };
+    // SAFETY: getpid cannot fail.
+    let main_pid = unsafe { libc::getpid() };
+    let mut conductor_pid = 0;
+    if let Some(d) = &dma {
         // SAFETY: single-threaded; the child leaves with _exit.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            let mut e = Engine::new(
-                shared,
-                seed,
-                format!("w{i}"),
-                args.verbose,
-                args.setuid && root,
-                args.tame,
-                args.max_steps,
-            );
+            conductor::run(shared, mix(args.seed ^ 0xd1a), main_pid, deadline, d);
+            // SAFETY: leave without the parent's exit path.
+            unsafe { libc::_exit(0) };
+        }
+        say(&format!("knem-fuzz: DMA conductor pid {pid}"));
+        conductor_pid = pid;
+    }
+    let spawn = |name: String, seed: u64| -> i32 {
+        // SAFETY: single-threaded; the child leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let opts = Opts {
+                verbose: args.verbose,
+                allow_setuid: args.setuid && root,
+                tame: args.tame,
+                max_steps: args.max_steps,
+                dma: dma.is_some(),
+            };
+            let mut e = Engine::new(shared, seed, name, opts);
             e.run(deadline);
             e.finish();
             // SAFETY: leave without the parent's exit path.
             unsafe { libc::_exit(0) };
         }
         if pid > 0 {
-            say(&format!("knem-fuzz: worker w{i} pid {pid} seed {seed}"));
+            say(&format!("knem-fuzz: worker {name} pid {pid} seed {seed}"));
+        }
+        pid
+    };
+    let mut workers = Vec::new();
+    for i in 0..args.procs {
+        let seed = mix(args.seed ^ (u64::from(i) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let pid = spawn(format!("w{i}"), seed);
+        if pid > 0 {
             workers.push(pid);
         }
     }
+    let mut respawned = 0u64;
 
     // Wait for the workers, and every orphan handed to us.  Workers end at
     // the deadline and then wait up to 20 s for their own children; 30 s
@@ -256,7 +300,28 @@ fn main() {
         if r > 0 {
             let is_worker = workers.contains(&r);
             workers.retain(|&w| w != r);
-            let bad = if libc::WIFSIGNALED(st) {
+            let by_conductor = libc::WIFSIGNALED(st)
+                && libc::WTERMSIG(st) == libc::SIGKILL
+                && shared.was_killed(r);
+            if is_worker && by_conductor {
+                // Killed mid-call on purpose: a fresh worker takes over.
+                if Instant::now() + Duration::from_secs(1) < deadline {
+                    respawned += 1;
+                    let seed = mix(args.seed ^ respawned.wrapping_mul(0xc2b2_ae3d_27d4_eb4f));
+                    let pid = spawn(format!("r{respawned}"), seed);
+                    if pid > 0 {
+                        workers.push(pid);
+                    }
+                    shared.event(shared::Ev::WorkerRespawn);
+                }
+                continue;
+            }
+            let bad = if r == conductor_pid && !(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0)
+            {
+                Some(format!(
+                    "the DMA conductor (pid {r}) ended with status {st:#x}"
+                ))
+            } else if libc::WIFSIGNALED(st) {
                 let s = libc::WTERMSIG(st);
                 (is_worker && !killed_hung || s != libc::SIGKILL).then(|| {
                     let hint = if s == libc::SIGKILL {
@@ -333,6 +398,10 @@ fn main() {
         }
     }
 
+    // The engine runs whatever is parked, so abandoned batches are reaped.
+    if let Some(d) = &dma {
+        conductor::release(d);
+    }
     // Counters back to zero (frees may wait for RCU and offload threads).
     let want0 = ["contexts", "regions", "pinned_pages", "offload_threads"];
     let t0 = Instant::now();
@@ -345,6 +414,12 @@ fn main() {
                 Some(0) => {}
                 Some(x) => d.push(format!("{n} = {x}")),
                 None => d.push(format!("{SYSFS}/{n} unreadable")),
+            }
+        }
+        if dma.is_some() {
+            match conductor::knem_param("dma_abandoned") {
+                Some(0) | None => {}
+                Some(n) => d.push(format!("dma_abandoned = {n}")),
             }
         }
         match (base_pins, pins) {
@@ -463,6 +538,25 @@ fn main() {
         counters_res,
     ));
     checks.push(("FOLL_PIN balance back to its start value".into(), pins_res));
+    if let Some(d) = &dma {
+        let ran = conductor::provider_param("done")
+            .unwrap_or(0)
+            .wrapping_sub(d.done0);
+        say(&format!(
+            "DMA: provider ran {ran} descriptors, failed {} on purpose; {respawned} worker(s) respawned",
+            conductor::provider_param("failed")
+                .unwrap_or(0)
+                .wrapping_sub(d.failed0)
+        ));
+        checks.push((
+            "the DMA provider ran descriptors (--dma)".into(),
+            if ran > 0 {
+                Ok(())
+            } else {
+                Err("no descriptor ran on the provider: the DMA path was not reached".into())
+            },
+        ));
+    }
     let (mut passed, mut failed) = (0, 0);
     for (name, r) in &checks {
         match r {

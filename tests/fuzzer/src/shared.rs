@@ -3,7 +3,7 @@
 //! SIGKILLed child's calls are counted), the failure count, and a pool of
 //! cookies that processes publish for each other to use.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// Errno values counted individually; larger ones share the last slot.
 pub const NERR: usize = 134;
@@ -144,10 +144,15 @@ pub enum Ev {
     SlotRead,
     AsyncPending,
     NotifyRead,
+    BigDma,
+    DmaToggle,
+    KillInIoctl,
+    WorkerRespawn,
+    AbandonedSeen,
 }
 
 /// Number of [`Ev`]s.
-pub const NEV: usize = 15;
+pub const NEV: usize = 20;
 
 /// Event names, in [`Ev`] order.
 pub const EV_NAMES: [&str; NEV] = [
@@ -166,7 +171,15 @@ pub const EV_NAMES: [&str; NEV] = [
     "status slot read",
     "async request PENDING",
     "notify values read",
+    "DMA copy past a full piece array",
+    "DMA provider knob turned (--dma)",
+    "SIGKILL a process inside an ioctl",
+    "worker SIGKILLed, respawned",
+    "conductor saw abandoned DMA batches",
 ];
+
+/// Pids the conductor (--dma) SIGKILLed, most recent last (a ring).
+pub const KILLED: usize = 256;
 
 /// Cookies published by every process.
 pub const POOL: usize = 1024;
@@ -184,6 +197,10 @@ pub struct Shared {
     pub events: [AtomicU64; NEV],
     /// Published cookies (0 = empty slot).
     pub pool: [AtomicU64; POOL],
+    /// Pids the conductor SIGKILLed (0 = empty), written before the kill.
+    pub killed: [AtomicI32; KILLED],
+    /// Next entry of `killed`.
+    pub killed_next: AtomicU64,
 }
 
 impl Shared {
@@ -215,6 +232,17 @@ impl Shared {
     /// Count one event.
     pub fn event(&self, ev: Ev) {
         self.events[ev as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Note that `pid` is about to be SIGKILLed by the conductor.
+    pub fn note_kill(&self, pid: i32) {
+        let i = self.killed_next.fetch_add(1, Ordering::Relaxed) as usize % KILLED;
+        self.killed[i].store(pid, Ordering::Release);
+    }
+
+    /// Whether the conductor SIGKILLed `pid` (among its last KILLED kills).
+    pub fn was_killed(&self, pid: i32) -> bool {
+        self.killed.iter().any(|k| k.load(Ordering::Acquire) == pid)
     }
 
     /// Publish a cookie at a random slot.

@@ -17,6 +17,7 @@ mod t_basic;
 mod t_bounds;
 mod t_copy;
 mod t_dma;
+mod t_dmafinish;
 mod t_errors;
 mod t_fidelity;
 mod t_filepins;
@@ -121,6 +122,7 @@ const TESTS: &[Test] = &[
     ("dma_async_batches_bounded",               t_dma::async_batches_bounded),
     ("dma_async_batches_charged",               t_dma::async_batches_charged),
     ("dma_async_pieces_bounded",                t_dma::async_pieces_bounded),
+    ("dma_finish_async_abandoned_batch",        t_dmafinish::dma_finish_async_abandoned_batch),
     // Issue 4: hardening.
     ("memlock_limit_enforced",                  t_harden::memlock_limit_enforced),
     ("memlock_refusals_counted",                t_harden::memlock_refusals_counted),

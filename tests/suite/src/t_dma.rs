@@ -27,12 +27,12 @@ fn param_path(name: &str) -> String {
     format!("/sys/module/{PROVIDER}/parameters/{name}")
 }
 
-fn provider_param(name: &str) -> TestResult<u64> {
+pub(crate) fn provider_param(name: &str) -> TestResult<u64> {
     let s = std::fs::read_to_string(param_path(name)).ctx(name)?;
     s.trim().parse().map_err(|e| format!("{name}: {e}"))
 }
 
-fn set_provider_param(name: &str, v: u64) -> TestResult {
+pub(crate) fn set_provider_param(name: &str, v: u64) -> TestResult {
     std::fs::write(param_path(name), format!("{v}\n")).ctx(name)
 }
 
@@ -45,7 +45,7 @@ fn sh(args: &[&str]) -> TestResult<bool> {
 }
 
 /// Loads the provider if the VM run added it; a skip when the run did not.
-fn ensure_provider() -> TestResult {
+pub(crate) fn ensure_provider() -> TestResult {
     if provider_loaded() {
         return Ok(());
     }
@@ -59,7 +59,7 @@ fn ensure_provider() -> TestResult {
 }
 
 /// One page holding [`SEED`]'s pattern.
-fn seed_page() -> TestResult<Mem> {
+pub(crate) fn seed_page() -> TestResult<Mem> {
     let m = Mem::new(1)?;
     m.write(
         0,
@@ -69,7 +69,7 @@ fn seed_page() -> TestResult<Mem> {
 }
 
 /// Puts the provider's knobs back to their defaults when dropped.
-struct Knobs;
+pub(crate) struct Knobs;
 
 impl Drop for Knobs {
     fn drop(&mut self) {
@@ -80,23 +80,23 @@ impl Drop for Knobs {
     }
 }
 
-const KNEM_PARAMS: &str = "/sys/module/knem/parameters";
+pub(crate) const KNEM_PARAMS: &str = "/sys/module/knem/parameters";
 
 /// A knem module parameter, or None when the module has no such one.
-fn knem_param(name: &str) -> Option<u64> {
+pub(crate) fn knem_param(name: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("{KNEM_PARAMS}/{name}")).ok()?;
     s.trim().parse().ok()
 }
 
 /// Sets knem's dma_timeout_ms while it lives, back to what it was after.
 /// A module without the parameter has the fixed 10 s.
-struct DmaTimeout {
+pub(crate) struct DmaTimeout {
     old: Option<u64>,
     ms: u64,
 }
 
 impl DmaTimeout {
-    fn set(ms: u64) -> DmaTimeout {
+    pub(crate) fn set(ms: u64) -> DmaTimeout {
         let path = format!("{KNEM_PARAMS}/dma_timeout_ms");
         let old = knem_param("dma_timeout_ms");
         if old.is_some() && std::fs::write(&path, format!("{ms}\n")).is_ok() {
@@ -119,7 +119,7 @@ impl Drop for DmaTimeout {
 }
 
 /// Waits up to `secs` for `f` to hold.
-fn wait_until(secs: u64, mut f: impl FnMut() -> TestResult<bool>) -> TestResult<bool> {
+pub(crate) fn wait_until(secs: u64, mut f: impl FnMut() -> TestResult<bool>) -> TestResult<bool> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if f()? {

@@ -5,7 +5,7 @@
 use knem::{Errno, Iovec, Status};
 use nix::sys::mman::{mmap_anonymous, mprotect, munmap, MapFlags, ProtFlags};
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitStatus};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, pipe, ForkResult, Pid};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -462,6 +462,30 @@ impl Peer {
         self.wait()
     }
 
+    /// The peer's process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The peer's wait status if it has ended (it is reaped then), None
+    /// while it runs.
+    pub fn poll_exit(&mut self) -> TestResult<Option<WaitStatus>> {
+        ensure!(!self.reaped, "the peer was reaped already");
+        match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)).ctx("waitpid")? {
+            WaitStatus::StillAlive => Ok(None),
+            st => {
+                self.reaped = true;
+                Ok(Some(st))
+            }
+        }
+    }
+
+    /// Wait for the peer to end; its wait status, whatever it is.
+    pub fn exit_status(mut self) -> TestResult<WaitStatus> {
+        self.reaped = true;
+        waitpid(self.pid, None).ctx("waitpid")
+    }
+
     /// SIGKILL the peer; how long until it was reaped.
     pub fn kill_timed(&mut self) -> TestResult<std::time::Duration> {
         let start = std::time::Instant::now();
@@ -475,11 +499,6 @@ impl Peer {
     /// if any (None at the end of the channel).
     pub fn recv_after_exit(&mut self) -> Option<u64> {
         self.chan.recv().ok()
-    }
-
-    /// The peer's process id.
-    pub fn pid(&self) -> Pid {
-        self.pid
     }
 }
 

@@ -1,0 +1,72 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# tests/debug-kernel/run.sh [--fuzz SECS] - `make test-debug-kernel`: under
+# the debug lab kernel (build.sh here: KASAN, lockdep, DEBUG_ATOMIC_SLEEP,
+# full preemption; built once per machine, reused after), run
+#   1. the in-VM suite (knem-tests),
+#   2. the suite with the test DMA provider (tests/dma-provider/run-vm.sh),
+#   3. the fuzzer with the provider and its conductor (tests/fuzzer/run.sh
+#      --dma), 600 s unless --fuzz says otherwise,
+# with knem.ko built against the debug kernel as a fault-injection build
+# (KNEM_FAULT_INJECT=1: fault_dma_finish_delay_ms, which the suite's
+# dma_finish_async_abandoned_batch sets).  Every step runs; each prints
+# one "debug-kernel: STEP passed|FAILED in N s" line, and any KASAN,
+# lockdep or other kernel report fails its step (tests/vm/run).  Exits 1
+# when a step failed.  Needs the suite binary (make tests-bin).  Not in CI.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd "$here/../.." && pwd)
+prog=debug-kernel
+fuzz=600
+while [ $# -gt 0 ]; do
+	case $1 in
+	--fuzz) fuzz=$2; shift 2 ;;
+	*) echo "$prog: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+[[ $fuzz =~ ^[0-9]+$ ]] || { echo "$prog: --fuzz wants seconds" >&2; exit 2; }
+
+"$here/build.sh" || exit 2
+kver=$("$here/build.sh" --print) || { echo "$prog: no debug kernel after build.sh" >&2; exit 2; }
+cache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel}
+image=$cache/bzImage
+kdir=$cache/obj
+out=$top/build/$kver
+suite=$top/target/x86_64-unknown-linux-gnu/release/knem-tests
+[ -x "$suite" ] || { echo "$prog: no $suite (make tests-bin)" >&2; exit 2; }
+
+echo "$prog: kernel $kver ($image)"
+KDIR=$kdir KNEM_FAULT_INJECT=1 "$top/c-shim/build-module.sh" "$kver" "$out" > "$out.build.log" 2>&1 ||
+	{ tail -n 30 "$out.build.log"; echo "$prog: building knem.ko failed" >&2; exit 2; }
+modinfo -F parm "$out/knem.ko" | grep -q '^fault_dma_finish_delay_ms:' ||
+	{ echo "$prog: $out/knem.ko is not a fault-injection build" >&2; exit 2; }
+dma_ko=$(KDIR=$kdir "$top/tests/dma-provider/build.sh" "$kver" "$out/dma-provider" 2> "$out.dma-build.log") ||
+	{ tail -n 30 "$out.dma-build.log"; echo "$prog: building the DMA provider failed" >&2; exit 2; }
+img=(--kernel-image "$image" --module "$out/knem.ko")
+
+failed=()
+step() {
+	local what=$1 t0=$SECONDS
+	shift
+	if "$@"; then
+		echo "$prog: $what passed in $((SECONDS - t0)) s"
+	else
+		echo "$prog: $what FAILED in $((SECONDS - t0)) s"
+		failed+=("$what")
+	fi
+}
+# KASAN and lockdep make the guest several times slower than the stock
+# kernels: the time limits are raised accordingly.
+step "suite" "$top/tests/vm/run" "${img[@]}" --timeout 3600 --scratch-ext4 --add "$suite" -- \
+	sh -c 'KNEM_SUITE_IDLE_FDS=1000 /opt/knem-tests --timeout 900'
+step "suite with the DMA provider" env KNEM_DMA_SUITE_TIMEOUT=3600 \
+	"$top/tests/dma-provider/run-vm.sh" "${img[@]}" --dma-module "$dma_ko" --timeout 900
+step "fuzz ${fuzz} s with the DMA provider" "$top/tests/fuzzer/run.sh" "${img[@]}" \
+	--dma-module "$dma_ko" --duration "$fuzz"
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "$prog: FAILED: ${failed[*]} (logs: $top/build/vm-logs/$kver-*)"
+	exit 1
+fi
+echo "$prog: all 3 steps passed on $kver"
