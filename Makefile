@@ -418,7 +418,7 @@ package-test:
 
 # Installation steps the packages call inside the unpacked tarball; they
 # never build anything.
-DKMS_TREE_EXCLUDE := ./debian ./rpm ./packaging ./docs ./.ci ./build ./target ./prebuilt ./tests/package ./tests/dma-provider ./.git
+DKMS_TREE_EXCLUDE := ./debian ./rpm ./packaging ./docs ./mpi ./.ci ./build ./target ./prebuilt ./tests/package ./tests/dma-provider ./.git
 install-dkms:
 	@test -f c-shim/knem_core.prebuilt || { echo "c-shim/knem_core.prebuilt is missing"; exit 1; }
 	@test -f BUILDINFO || { echo "BUILDINFO is missing: install from the make dist tarball"; exit 1; }
