@@ -72,8 +72,9 @@ host-test:
 	$(CARGO) build -p knem-capi --quiet
 	$(CARGO) test --workspace --quiet
 
-abi-test:
+abi-test: core-object
 	tests/abi/check.sh
+	tests/abi/core-marker.sh $(CORE_OBJ)
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

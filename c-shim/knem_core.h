@@ -83,6 +83,13 @@ enum knem_core_stat {
 /* Exported by the Rust core, called by the shim.                      */
 /* ------------------------------------------------------------------ */
 
+/*
+ * "knem_core.h sha256 <hex>": the SHA-256 of the copy of this file the core
+ * object was built from.  Kbuild refuses to link an object whose hash is
+ * not this file's (c-shim/Kbuild); nothing reads it at run time.
+ */
+extern const char knem_core_abi[];
+
 /* Module load/unload: the global region table.  0 or -ENOMEM. */
 int knem_core_init(void);
 void knem_core_exit(void);

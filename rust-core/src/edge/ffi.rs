@@ -9,6 +9,13 @@ use crate::state::device::Device;
 use crate::state::region;
 use core::ffi::{c_int, c_long, c_uint, c_void};
 
+// `knem_core_abi`: "knem_core.h sha256 <hex>", the header this object was
+// built from (build.rs); c-shim/Kbuild checks it against its own copy.
+#[allow(non_upper_case_globals)]
+mod abi_marker {
+    include!(concat!(env!("OUT_DIR"), "/knem_core_abi.rs"));
+}
+
 /// The device of the loaded module.
 static DEVICE: Device<KernelEnv> = Device::new(KernelEnv);
 
