@@ -242,19 +242,25 @@ TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm
 STAGES_PASSED := $(BUILD)/test-stages.passed
 test:
 	@mkdir -p $(BUILD) && : > $(STAGES_PASSED)
-	@rc=0; $(MAKE) -k --no-print-directory $(addprefix test-stage-,$(TEST_STAGES)) || rc=$$?; \
+	@t0=$$(date +%s); rc=0; $(MAKE) -k --no-print-directory $(addprefix test-stage-,$(TEST_STAGES)) || rc=$$?; \
 	passed=0; failed=0; failed_names=; \
 	for s in $(TEST_STAGES); do \
 		if grep -qx "$$s" $(STAGES_PASSED); then passed=$$((passed + 1)); \
 		else failed=$$((failed + 1)); failed_names="$$failed_names $$s"; fi; \
 	done; \
 	[ $$failed -eq 0 ] || echo "make test: failed stages:$$failed_names"; \
-	echo "make test stages: $$passed passed, $$failed failed"; \
+	echo "make test stages: $$passed passed, $$failed failed, in $$(( $$(date +%s) - t0 )) s"; \
 	[ $$failed -eq 0 ] && [ $$rc -eq 0 ]
 
-.PHONY: $(addprefix test-stage-,$(TEST_STAGES))
-$(addprefix test-stage-,$(TEST_STAGES)): test-stage-%: %
+# Serial make takes prerequisites left to right: the start mark, the stage,
+# then the line with its time (stages share prerequisites such as the
+# module; the first stage that needs one pays for it).
+.PHONY: $(addprefix test-stage-,$(TEST_STAGES)) $(addprefix test-stage-start-,$(TEST_STAGES))
+$(addprefix test-stage-start-,$(TEST_STAGES)): test-stage-start-%:
+	@date +%s > $(BUILD)/.test-stage-$*.start
+$(addprefix test-stage-,$(TEST_STAGES)): test-stage-%: test-stage-start-% %
 	@echo "$*" >> $(STAGES_PASSED)
+	@echo "make test: stage $* passed in $$(( $$(date +%s) - $$(cat $(BUILD)/.test-stage-$*.start) )) s"
 
 bench-smoke:
 	$(MAKE) bench BENCH_ARGS=--quick
