@@ -47,8 +47,8 @@ step() {
 	echo "full-suite.sh: $what passed in $((SECONDS - t0)) s"
 }
 
-step "check-shim" tests/vm/check-shim "${run_opts[@]}"
-step "conformance" tests/conformance/run.sh "${run_opts[@]}"
+# One boot for both (they print "check-shim: shim checks|conformance passed").
+step "check-shim and conformance" tests/vm/check-shim --conformance "${run_opts[@]}"
 step "knem-tests" tests/vm/run "${run_opts[@]}" --scratch-ext4 --add "$bin/knem-tests" -- \
 	sh -c "KNEM_SUITE_IDLE_FDS=$idle_fds /opt/knem-tests"
 step "knem-tests with the DMA provider" tests/dma-provider/run-vm.sh "${dma_opts[@]}"
