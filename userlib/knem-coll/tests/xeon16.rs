@@ -65,7 +65,7 @@ fn contention_grid(text: &str) -> Contention {
         sizes,
         readers,
         copy,
-        pin: vec![],
+        ..Contention::default()
     };
     assert!(grid.is_valid(), "{grid:?}");
     grid

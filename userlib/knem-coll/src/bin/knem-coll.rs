@@ -338,7 +338,24 @@ fn main() -> ExitCode {
                                 .collect();
                             println!("  {:>8} B: {}", n, cells.join("  "));
                         }
+                        for (what, table) in [
+                            ("reading their own blocks of one buffer", &g.apart),
+                            ("writing their own blocks of one buffer", &g.write),
+                        ] {
+                            if table.is_empty() {
+                                continue;
+                            }
+                            println!(
+                                "steps of ranks {what} (us until the last ends; columns: ranks):"
+                            );
+                            for (n, row) in g.sizes.iter().zip(table) {
+                                let cells: Vec<String> =
+                                    row.iter().map(|t| format!("{:.2}", t * 1e6)).collect();
+                                println!("  {:>8} B: {}", n, cells.join("  "));
+                            }
+                        }
                     }
+                    println!("progress signal: {:.2} us a hop", p.signal * 1e6);
                     println!(
                         "page lock span: {}",
                         if p.lock_span == 0 {
