@@ -254,9 +254,14 @@ fn main() -> ExitCode {
                  x shared bandwidth, x CPU turns); contention: {}",
                 match &params.contention {
                     Some(g) => format!(
-                        "measured, {} sizes x {} reader counts",
+                        "measured, {} sizes x {} reader counts{}",
                         g.sizes.len(),
-                        g.readers.len()
+                        g.readers.len(),
+                        match (g.apart.is_empty(), g.write.is_empty()) {
+                            (false, false) => ", with steps of own blocks read and written",
+                            (false, true) => ", with steps of own blocks read",
+                            _ => "",
+                        }
                     ),
                     None => "l (gamma_c - 1) per page (no measured grid)".to_string(),
                 }
