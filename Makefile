@@ -329,6 +329,7 @@ UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
 SECLIMITSDIR ?= /etc/security/limits.d
 BINDIR ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
 
 .PHONY: buildinfo check-buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
 	install-dkms install-dkms-hooks install-dev install-lib install-tools
@@ -444,9 +445,13 @@ install-dkms-hooks:
 	install -D -m 0755 packaging/kernel-hook-knem-rs $(DESTDIR)$(KERNELHOOKDIR)/postinst.d/$(PKG_NAME)
 	install -D -m 0755 packaging/kernel-hook-knem-rs $(DESTDIR)$(KERNELHOOKDIR)/header_postinst.d/$(PKG_NAME)
 
+# The tools, and the directory of the node-wide collective model
+# (`knem-coll calibrate --system` writes model.json there, every team reads
+# it): the tools package owns it.
 install-tools:
 	@for t in $(PKG_TOOLS); do test -f prebuilt/$$t || { echo "prebuilt/$$t is missing: install from the make dist tarball"; exit 1; }; done
 	for t in $(PKG_TOOLS); do install -D -m 0755 prebuilt/$$t $(DESTDIR)$(BINDIR)/$$t || exit 1; done
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/knem-rs
 
 # The runtime library: the file named after the release, and the soname
 # link that the dynamic linker looks for (ldconfig would make the same one).

@@ -287,6 +287,8 @@ else
 	check "dpkg -c libknem-rs0 matches expected-files.txt" contents_match deb libknem-rs0 "$work/deb-lib.list"
 	check "dpkg -c libknem-rs-dev matches expected-files.txt" contents_match deb libknem-rs-dev "$work/deb-dev.list"
 	check "dpkg -c knem-rs-tools matches expected-files.txt" contents_match deb knem-rs-tools "$work/deb-tools.list"
+	check "knem-rs-tools owns /etc/knem-rs (the node-wide model of knem-coll calibrate --system)" bash -c \
+		"dpkg-deb --fsys-tarfile '$deb_tools' | tar -tvf - | grep -qE '^d.* \\./etc/knem-rs/\$'"
 	check "the .deb's dkms.conf is the tree's" same_dkms_conf_deb "$deb_dkms"
 	check "libknem-rs0: shlibs file, ldconfig trigger, Depends from shlibs (libc6), Multi-Arch same" bash -c \
 		"dpkg-deb -I '$deb_lib' shlibs | tee /dev/stderr | grep -qx 'libknem_rs 0 libknem-rs0 (>= $version)' &&
@@ -429,6 +431,8 @@ else
 		awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-tools.list"
 	check "rpm -qpl knem-rs-devel matches expected-files.txt" contents_match rpm knem-rs-devel "$work/rpm-devel.list"
 	check "rpm -qpl knem-rs-tools matches expected-files.txt" contents_match rpm knem-rs-tools "$work/rpm-tools.list"
+	check "knem-rs-tools owns /etc/knem-rs (%dir)" bash -c \
+		"rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\\n]' '$rpm_tools' | grep -qx 'd[rwx-]* /etc/knem-rs'"
 	check "knem-rs-dkms is noarch, provides kmod(knem.ko), requires dkms" bash -c \
 		"rpm -qp --qf '%{ARCH}\n' '$rpm_dkms' | grep -qx noarch &&
 		 rpm -qp --provides '$rpm_dkms' | grep -q '^kmod(knem.ko)' &&

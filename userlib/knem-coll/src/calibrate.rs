@@ -1,8 +1,11 @@
 //! Measure the model's parameters with the transport in use: α, l and γ_c
 //! as Contention-Aware Kernel-Assisted MPI Collectives Table III does (rank 0 exposes a buffer, the others read it
 //! alone and concurrently), β on a copy big enough to leave the caches,
-//! and how steps of m concurrent big copies scale (memory bandwidth shared
-//! by the copies, CPUs shared by the ranks).
+//! how steps of m concurrent big copies scale (memory bandwidth shared
+//! by the copies, CPUs shared by the ranks), contention over block sizes
+//! and copy counts in the three shapes collectives use (readers of the
+//! same bytes, readers and writers of their own blocks of one buffer), and
+//! the latency of a progress signal.
 
 use crate::error::{Error, Result};
 use crate::model::{Contention, Params};
@@ -170,6 +173,79 @@ fn concurrent(
     Ok((1..=c).map(|r| f64::from_bits(all[r][0])).sum::<f64>() / c as f64)
 }
 
+/// Steps of a scatter (reads) or gather (`write`): ranks 1..=c each copy
+/// their own n-byte block of rank 0's buffer (blocks side by side, as the
+/// collective lays them out), started by a barrier; per size and reader
+/// count the median over `reps` of the time from the first start to the
+/// last end, which is what such a step costs a collective.  Readers of
+/// disjoint blocks contend otherwise than readers of the same bytes (what
+/// locks and cache lines they share), and writers into one buffer
+/// otherwise than readers of it.
+fn block_steps(
+    team: &Team,
+    root: &Descriptor,
+    buf: &mut [u8],
+    readers: &[usize],
+    reps: usize,
+    write: bool,
+) -> Result<Vec<Vec<f64>>> {
+    let me = team.rank();
+    let t = team.transport();
+    let mut table = Vec::with_capacity(GRID_SIZES.len());
+    for &n in &GRID_SIZES {
+        let mut row = Vec::with_capacity(readers.len());
+        for &c in readers {
+            let mut steps = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                team.barrier()?;
+                let (mut start, mut end) = (0.0, 0.0);
+                if me >= 1 && me <= c {
+                    let off = (me - 1) * n;
+                    start = now();
+                    if write {
+                        t.write(root, off as u64, &buf[..n])?;
+                    } else {
+                        read_all(t, root, off, &mut buf[..n])?;
+                    }
+                    end = now();
+                }
+                let all = team.allgather_words(&[start.to_bits(), end.to_bits()])?;
+                let times =
+                    || (1..=c).map(|r| (f64::from_bits(all[r][0]), f64::from_bits(all[r][1])));
+                let first = times().map(|t| t.0).fold(f64::INFINITY, f64::min);
+                let last = times().map(|t| t.1).fold(0.0, f64::max);
+                steps.push(last - first);
+            }
+            row.push(median(steps));
+        }
+        table.push(row);
+    }
+    Ok(table)
+}
+
+/// The wake-up latency of a progress signal, as throttled waves, trees and
+/// the neighbour ring pay it: rank r waits for rank r−1's signal, then
+/// signals; the chain's time over its p−1 hops (median over `reps`).
+fn signal_hop(team: &mut Team, reps: usize) -> Result<f64> {
+    let (me, p) = (team.rank(), team.size());
+    let mut hops = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        team.begin();
+        team.barrier()?;
+        let start = now();
+        if me > 0 {
+            team.wait_for(me - 1, 1)?;
+        }
+        team.signal(1);
+        let end = now();
+        let all = team.allgather_words(&[start.to_bits(), end.to_bits()])?;
+        let first = f64::from_bits(all[0][0]);
+        let last = f64::from_bits(all[p - 1][1]);
+        hops.push((last - first) / (p - 1) as f64);
+    }
+    Ok(median(hops))
+}
+
 /// The contention grid: c readers copy the same n bytes of rank 0 at once
 /// (and, with CMA, only pin its pages), for every size and reader count;
 /// then whether readers of disjoint ranges one page-table page apart
@@ -207,6 +283,8 @@ fn contention_grid(
             grid.pin.push(pin);
         }
     }
+    grid.apart = block_steps(team, root, dst, &readers, reps, false)?;
+    grid.write = block_steps(team, root, dst, &readers, reps, true)?;
     // Disjoint 64 KiB blocks, each in its own page-table page: if they
     // wait less than half what readers of the same block wait, copies
     // contend only within such a span.
@@ -243,10 +321,14 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     let me = team.rank();
     let kind = team.transport().kind();
     let span = s * s / 8;
-    let len = (chunk * (p - 1)).max(BIG * movers).max(span * (p - 1));
+    let len = (chunk * (p - 1))
+        .max(BIG * movers)
+        .max(span * (p - 1))
+        .max(GRID_SIZES[GRID_SIZES.len() - 1] * (p - 1));
     let mut src = vec![0x5au8; if me == 0 { len } else { 1 }];
-    // SAFETY: peers only read the buffer, which we leave alone until the
-    // exposure is dropped at the end of this function.
+    // SAFETY: peers read and overwrite the buffer (its bytes do not
+    // matter), which we leave alone until the exposure is dropped at the
+    // end of this function.
     let exp = unsafe {
         team.transport()
             .expose_raw(src.as_mut_ptr(), src.len(), true)?
@@ -297,8 +379,9 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     }
     let step_points = step_points(team, &root, &mut dst, movers, reps)?;
     let (grid, lock_span) = contention_grid(team, &root, &mut dst, reps)?;
-    // Synchronisation: barrier cost.
+    // Synchronisation: barrier cost, and a progress signal's.
     let sync = time(reps * 4, || team.barrier())? / (p.max(2) as f64).log2().ceil();
+    let signal = signal_hop(team, reps * 4)?;
     drop(exp);
     team.barrier()?;
     if me != 0 {
@@ -310,7 +393,7 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
         alpha: t2,
         page: s as u64,
         sync,
-        signal: sync / 2.0,
+        signal,
         cache: private_cache(),
         cpus,
         ..Params::default()

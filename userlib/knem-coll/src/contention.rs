@@ -28,6 +28,15 @@ pub struct Contention {
     /// rather than shared bandwidth.
     #[serde(default)]
     pub pin: Vec<Vec<f64>>,
+    /// Steps of a scatter: `readers[j]` ranks each read their own
+    /// `sizes[i]`-byte block of one buffer (blocks side by side), started
+    /// together; seconds until the last one ends (median).  Empty when not
+    /// measured (model files from before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apart: Vec<Vec<f64>>,
+    /// The same with writes into the buffer (the steps of a gather).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<Vec<f64>>,
 }
 
 /// Linear interpolation in `x` over ascending `xs`, following the last
@@ -63,7 +72,9 @@ impl Contention {
             && self.readers.windows(2).all(|w| w[0] < w[1])
             && self.sizes[0] > 0
             && rows_ok(&self.copy)
-            && (self.pin.is_empty() || rows_ok(&self.pin))
+            && [&self.pin, &self.apart, &self.write]
+                .iter()
+                .all(|t| t.is_empty() || rows_ok(t))
     }
 
     /// Excess of `table` at measured size `i` for c readers.  Running
@@ -117,6 +128,19 @@ impl Contention {
         self.excess(&self.copy, n, c, page)
     }
 
+    /// What one of c ranks reading their own n-byte blocks of one buffer
+    /// at once adds to a lone read, as a step (until the last one ends);
+    /// None when not measured.
+    pub fn apart_excess(&self, n: u64, c: usize, page: u64) -> Option<f64> {
+        (!self.apart.is_empty()).then(|| self.excess(&self.apart, n, c, page))
+    }
+
+    /// [`Contention::apart_excess`] for writes into the buffer; None when
+    /// not measured.
+    pub fn write_excess(&self, n: u64, c: usize, page: u64) -> Option<f64> {
+        (!self.write.is_empty()).then(|| self.excess(&self.write, n, c, page))
+    }
+
     /// The part of [`Contention::copy_excess`] that pinning alone shows
     /// (at most all of it); None without pin measurements.
     pub fn pin_excess(&self, n: u64, c: usize, page: u64) -> Option<f64> {
@@ -139,7 +163,7 @@ mod tests {
             sizes: vec![4096, 65536],
             readers: vec![1, 2, 4],
             copy: vec![vec![1.0, 2.0, 5.0], vec![4.0, 8.0, 36.0]],
-            pin: vec![],
+            ..Contention::default()
         }
     }
 
@@ -184,6 +208,7 @@ mod tests {
                 vec![20.0, 20.0, 30.0],
             ],
             pin: vec![vec![0.5, 1.0, 1.5]; 3],
+            ..Contention::default()
         };
         assert!(g.is_valid());
         let mut last = 0.0;
@@ -199,6 +224,23 @@ mod tests {
             last = x;
         }
         assert_eq!(g.pin_excess(65536, 4, 4096), Some(1.0));
+    }
+
+    #[test]
+    fn block_steps_are_their_own_tables() {
+        let mut g = grid();
+        assert_eq!(g.apart_excess(65536, 4, 4096), None);
+        assert_eq!(g.write_excess(65536, 4, 4096), None);
+        g.apart = vec![vec![2.0, 3.0, 4.0], vec![10.0, 12.0, 20.0]];
+        g.write = vec![vec![2.0, 4.0, 8.0], vec![10.0, 30.0, 70.0]];
+        assert!(g.is_valid());
+        assert_eq!(g.apart_excess(65536, 4, 4096), Some(10.0));
+        assert_eq!(g.write_excess(65536, 4, 4096), Some(60.0));
+        assert_eq!(g.write_excess(4096, 3, 4096), Some(4.0));
+        // The same-bytes table is untouched.
+        assert_eq!(g.copy_excess(65536, 4, 4096), 32.0);
+        g.write.pop();
+        assert!(!g.is_valid());
     }
 
     #[test]

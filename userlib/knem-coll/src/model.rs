@@ -421,6 +421,35 @@ impl Params {
         }
     }
 
+    /// [`Params::step_cost`] for `movers` ranks that each copy their own
+    /// n-byte block of one rank's buffer at once, `access` saying whether
+    /// they read it (scatter) or write it (gather).  Uses the measured
+    /// steps of that shape when the calibration took them, else the
+    /// same-bytes grid among the copies under one page lock.
+    pub fn blocks_step_cost(&self, n: u64, movers: usize, access: Access) -> CopyCost {
+        let mut t = self.step_cost(n, movers, movers);
+        let Some(g) = self.contention.as_ref().filter(|g| g.is_valid()) else {
+            return self.step_cost(n, movers, self.contenders(n, movers));
+        };
+        let c = t.readers;
+        let measured = match access {
+            Access::Write => g
+                .write_excess(n, c, self.page)
+                .map(|x| (x, "own blocks, writes")),
+            _ => None,
+        }
+        .or_else(|| g.apart_excess(n, c, self.page).map(|x| (x, "own blocks")));
+        match measured {
+            Some((x, what)) => {
+                t.excess = x;
+                t.pin_excess = None;
+                t.grid = what;
+                t
+            }
+            None => self.step_cost(n, movers, self.contenders(n, movers)),
+        }
+    }
+
     /// A step in which `movers` ranks each copy n bytes at once, at most
     /// `per_source` of them from the same source process.  Contention-Aware Kernel-Assisted MPI Collectives has a
     /// core per rank: all movers run together and contend with γ at
@@ -464,6 +493,7 @@ impl Params {
             readers: c.max(1),
             stretch: 1.0,
             rounds: 1.0,
+            grid: "gamma",
             ..CopyCost::default()
         };
         if n == 0 {
@@ -476,6 +506,7 @@ impl Params {
             Some(g) => {
                 t.excess = g.copy_excess(n, c, self.page);
                 t.pin_excess = g.pin_excess(n, c, self.page);
+                t.grid = "same bytes";
                 // The grid's c copies shared bandwidth already.
                 t.stretch = self.delta(run, n) / self.delta(c.min(run), n);
             }
@@ -583,13 +614,14 @@ impl Params {
         let shared = |out: &mut Prediction, count: usize, n, c| {
             out.step(count as f64, self.step_cost(n, c, c), n, c);
         };
+        // Scatter reads, gather writes, blocks of the root's buffer.
+        let access = if op == Op::Gather {
+            Access::Write
+        } else {
+            Access::Read
+        };
         let disjoint = |out: &mut Prediction, count: usize, n, c| {
-            out.step(
-                count as f64,
-                self.step_cost(n, c, self.contenders(n, c)),
-                n,
-                c,
-            );
+            out.step(count as f64, self.blocks_step_cost(n, c, access), n, c);
         };
         let apart = |out: &mut Prediction, count: usize, n, c| {
             out.step(count as f64, self.step_cost(n, c, 1), n, c);
@@ -763,9 +795,23 @@ impl Params {
     }
 }
 
+/// How the ranks of a step touch the buffer they share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// They read it.
+    Read,
+    /// They write it.
+    Write,
+}
+
 /// One copy's predicted time, in parts (seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CopyCost {
+    /// Which measurement the contention comes from: "same bytes" (the
+    /// grid of readers of one block), "own blocks" / "own blocks, writes"
+    /// (steps of ranks copying their own blocks of one buffer), "gamma"
+    /// (γ_c of the pinning, no grid).
+    pub grid: &'static str,
     /// α: the call.
     pub alpha: f64,
     /// nβ: the bytes, alone.
@@ -850,11 +896,12 @@ impl fmt::Display for Term {
         if let Some(c) = &self.copy {
             write!(
                 f,
-                ": alpha {:.2} + bytes {:.2} + pages {:.2} + contention({} per source) {:.2}",
+                ": alpha {:.2} + bytes {:.2} + pages {:.2} + contention({} per source, {}) {:.2}",
                 us(c.alpha),
                 us(c.bytes),
                 us(c.pages),
                 c.readers,
+                c.grid,
                 us(c.excess)
             )?;
             if let Some(pin) = c.pin_excess {

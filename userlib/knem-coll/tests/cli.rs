@@ -82,7 +82,7 @@ fn explain_lists_every_candidate() {
         .collect();
     assert_eq!(terms.len(), 3, "{terms:?}");
     assert!(
-        terms[1].contains(&format!("contention({k} per source)")),
+        terms[1].contains(&format!("contention({k} per source, gamma)")),
         "{terms:?}"
     );
     assert!(terms[1]

@@ -348,3 +348,77 @@ fn bandwidth_sharing_spares_cached_copies() {
     p.cache = 0;
     assert_eq!(p.delta(2, 1 << 20), 2.0);
 }
+
+/// With block steps measured, scatter's steps take their contention from
+/// the readers' table and gather's from the writers', bcast's still from
+/// the grid of readers of the same bytes; explain names the source; the
+/// tables go through the model file.
+#[test]
+fn scatter_and_gather_use_their_measured_block_steps() {
+    use knem_coll::model::{Access, Contention};
+    let us = 1e-6;
+    let grid = Contention {
+        sizes: vec![4096, 65536],
+        readers: vec![1, 2, 4],
+        copy: vec![
+            vec![1.0 * us, 2.0 * us, 4.0 * us],
+            vec![4.0 * us, 6.0 * us, 10.0 * us],
+        ],
+        pin: vec![],
+        apart: vec![
+            vec![1.0 * us, 3.0 * us, 9.0 * us],
+            vec![4.0 * us, 10.0 * us, 30.0 * us],
+        ],
+        write: vec![
+            vec![1.0 * us, 5.0 * us, 21.0 * us],
+            vec![4.0 * us, 20.0 * us, 80.0 * us],
+        ],
+    };
+    let mut p = Params::broadwell();
+    p.cpus = 0;
+    p.contention = Some(grid.clone());
+    let n = 65536;
+    // A step of 4 ranks: excess 26 us reading their blocks, 76 writing,
+    // 6 reading the same bytes.
+    let read = p.blocks_step_cost(n, 4, Access::Read);
+    let write = p.blocks_step_cost(n, 4, Access::Write);
+    assert!((read.excess - 26.0 * us).abs() < 1e-12, "{read:?}");
+    assert!((write.excess - 76.0 * us).abs() < 1e-12, "{write:?}");
+    assert_eq!(
+        (read.grid, write.grid),
+        ("own blocks", "own blocks, writes")
+    );
+    let same = p.step_cost(n, 4, 4);
+    assert!((same.excess - 6.0 * us).abs() < 1e-12 && same.grid == "same bytes");
+    // Direct scatter / gather on 5 ranks: one step of 4, two barriers.
+    let sm = 2.0 * p.sync * 3.0;
+    let scatter = p
+        .cost(Op::Scatter, Algorithm::DirectRead, n, 5, 1, 5)
+        .unwrap();
+    let gather = p
+        .cost(Op::Gather, Algorithm::DirectWrite, n, 5, 1, 5)
+        .unwrap();
+    assert!((scatter - sm - read.seconds()).abs() < 1e-12);
+    assert!((gather - sm - write.seconds()).abs() < 1e-12);
+    let terms = p
+        .predict(Op::Gather, Algorithm::Throttled(2), n, 5, 1, 5)
+        .unwrap();
+    assert!(
+        terms
+            .terms
+            .iter()
+            .any(|t| t.to_string().contains("own blocks, writes")),
+        "{:?}",
+        terms.terms
+    );
+    // Without the writers' table gather falls back to the readers'.
+    p.contention.as_mut().unwrap().write.clear();
+    let fallback = p.blocks_step_cost(n, 4, Access::Write);
+    assert_eq!(fallback.excess, read.excess);
+    // Through the model file.
+    let mut back = Params::broadwell();
+    back.contention = Some(grid.clone());
+    let text = serde_json::to_string(&back).unwrap();
+    let again: Params = serde_json::from_str(&text).unwrap();
+    assert_eq!(again.contention, Some(grid));
+}

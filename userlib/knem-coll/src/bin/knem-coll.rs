@@ -254,9 +254,14 @@ fn main() -> ExitCode {
                  x shared bandwidth, x CPU turns); contention: {}",
                 match &params.contention {
                     Some(g) => format!(
-                        "measured, {} sizes x {} reader counts",
+                        "measured, {} sizes x {} reader counts{}",
                         g.sizes.len(),
-                        g.readers.len()
+                        g.readers.len(),
+                        match (g.apart.is_empty(), g.write.is_empty()) {
+                            (false, false) => ", with steps of own blocks read and written",
+                            (false, true) => ", with steps of own blocks read",
+                            _ => "",
+                        }
                     ),
                     None => "l (gamma_c - 1) per page (no measured grid)".to_string(),
                 }
@@ -338,7 +343,24 @@ fn main() -> ExitCode {
                                 .collect();
                             println!("  {:>8} B: {}", n, cells.join("  "));
                         }
+                        for (what, table) in [
+                            ("reading their own blocks of one buffer", &g.apart),
+                            ("writing their own blocks of one buffer", &g.write),
+                        ] {
+                            if table.is_empty() {
+                                continue;
+                            }
+                            println!(
+                                "steps of ranks {what} (us until the last ends; columns: ranks):"
+                            );
+                            for (n, row) in g.sizes.iter().zip(table) {
+                                let cells: Vec<String> =
+                                    row.iter().map(|t| format!("{:.2}", t * 1e6)).collect();
+                                println!("  {:>8} B: {}", n, cells.join("  "));
+                            }
+                        }
                     }
+                    println!("progress signal: {:.2} us a hop", p.signal * 1e6);
                     println!(
                         "page lock span: {}",
                         if p.lock_span == 0 {
