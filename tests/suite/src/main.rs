@@ -27,9 +27,11 @@ mod t_legacy;
 mod t_lifetime;
 mod t_notify;
 mod t_offload;
+mod t_pincount;
 mod t_security;
 mod t_share;
 mod t_status;
+mod t_tablelock;
 mod util;
 
 use nix::sys::signal::{kill, Signal};
@@ -158,6 +160,8 @@ const TESTS: &[Test] = &[
     ("memlock_per_user_across_exec",            t_security::memlock_per_user_across_exec),
     ("empty_iovecs_hold_no_kernel_memory",      t_security::empty_iovecs_hold_no_kernel_memory),
     ("per_open_memory_charged_to_memcg",        t_security::per_open_memory_charged_to_memcg),
+    ("pin_count_refused_before_overflow",       t_pincount::pin_count_refused_before_overflow),
+    ("no_long_scans_under_table_mutex",         t_tablelock::no_long_scans_under_table_mutex),
 ];
 
 /// Longest message passed back from a test process.
