@@ -153,9 +153,7 @@ pub fn pin_count_refused_before_overflow() -> TestResult {
             out.errors
         );
         release_all(out.made, &base, pins0)?;
-        return Err(skip(
-            "not a fault-injection build (KNEM_FAULT_INJECT=1): no lowered pin bounds to pass concurrently",
-        ));
+        return Err(skip_fault("no lowered pin bounds to pass concurrently"));
     }
     let guard = FaultPins::set()?;
     let out = storm(mem.addr(0))?;
