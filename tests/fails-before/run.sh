@@ -18,8 +18,10 @@
 #   7  no_long_scans_under_table_mutex: a context's release scans every
 #      slot up to its last region in one hold of the table mutex
 #      (SCAN_PER_HOLD = usize::MAX); rebuilds the Rust core from the copy.
-# Item 1 (dma_finish_async_abandoned_batch) has its own script, which
-# needs the debug kernel's KASAN: tests/debug-kernel/uaf-demo.sh.
+# Item 7's other half, the per-context counts, is shown on the host by
+# counts-host.sh here.  Item 1 (dma_finish_async_abandoned_batch) has its
+# own script, which needs the debug kernel's KASAN:
+# tests/debug-kernel/uaf-demo.sh.
 #
 # --kernel VERSION: an installed kernel as tests/vm/run takes it (default
 # 6.1).  Exits 0 when every test failed on the old module and passed on
