@@ -170,6 +170,13 @@ long knem_core_ioctl(struct knem_core_ctx *ctx, unsigned int cmd, u64 arg,
 /* Called by the shim after the grace period started by knem_shim_call_rcu. */
 void knem_core_rcu_free(void *rcu_head);
 
+/*
+ * The most work one hold of the region table's mutex did since load or the
+ * last reset: slots looked at plus count entries moved.  reset non-zero
+ * starts the record again (and returns the old one).  Any context.
+ */
+u64 knem_core_table_hold_work(int reset);
+
 /* ------------------------------------------------------------------ */
 /* Exported by the shim, called by the Rust core.                      */
 /* ------------------------------------------------------------------ */

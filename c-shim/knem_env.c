@@ -5,7 +5,9 @@
  * RCU and the region table's writer lock.
  */
 #include <linux/kernel.h>
+#include <linux/ktime.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/random.h>
 #include <linux/rcupdate.h>
@@ -94,13 +96,86 @@ void knem_shim_call_rcu(void *rcu_head)
 
 static DEFINE_MUTEX(knem_table_mutex);
 
+#ifdef KNEM_FAULT_INJECT
+/*
+ * Test builds: how long the table mutex was held at most (ns, wall time,
+ * preemption of the holder included) and the core's most work in one hold
+ * (slots looked at plus count entries moved).  Writing either resets it.
+ */
+static ktime_t knem_table_locked_at;	/* under knem_table_mutex */
+static atomic64_t knem_table_hold_ns_max = ATOMIC64_INIT(0);
+
+static void knem_table_hold_begin(void)
+{
+	knem_table_locked_at = ktime_get();
+}
+
+static void knem_table_hold_end(void)
+{
+	s64 ns = ktime_to_ns(ktime_sub(ktime_get(), knem_table_locked_at));
+	s64 old = atomic64_read(&knem_table_hold_ns_max);
+
+	while (ns > old &&
+	       !atomic64_try_cmpxchg(&knem_table_hold_ns_max, &old, ns))
+		;
+}
+
+static int knem_table_hold_ns_get(char *buf, const struct kernel_param *kp)
+{
+	return sprintf(buf, "%lld\n", atomic64_read(&knem_table_hold_ns_max));
+}
+
+static int knem_table_hold_ns_reset(const char *val,
+				    const struct kernel_param *kp)
+{
+	atomic64_set(&knem_table_hold_ns_max, 0);
+	return 0;
+}
+
+static const struct kernel_param_ops knem_table_hold_ns_ops = {
+	.get = knem_table_hold_ns_get,
+	.set = knem_table_hold_ns_reset,
+};
+module_param_cb(fault_table_hold_ns, &knem_table_hold_ns_ops, NULL, 0644);
+MODULE_PARM_DESC(fault_table_hold_ns, "test builds: longest hold of the region table mutex (ns; write to reset)");
+
+static int knem_table_hold_work_get(char *buf, const struct kernel_param *kp)
+{
+	return sprintf(buf, "%llu\n", knem_core_table_hold_work(0));
+}
+
+static int knem_table_hold_work_reset(const char *val,
+				      const struct kernel_param *kp)
+{
+	knem_core_table_hold_work(1);
+	return 0;
+}
+
+static const struct kernel_param_ops knem_table_hold_work_ops = {
+	.get = knem_table_hold_work_get,
+	.set = knem_table_hold_work_reset,
+};
+module_param_cb(fault_table_hold_work, &knem_table_hold_work_ops, NULL, 0644);
+MODULE_PARM_DESC(fault_table_hold_work, "test builds: most slots looked at plus count entries moved in one hold of the region table mutex (write to reset)");
+#else
+static inline void knem_table_hold_begin(void)
+{
+}
+
+static inline void knem_table_hold_end(void)
+{
+}
+#endif
+
 void knem_shim_table_lock(void)
 {
 	knem_might_sleep();
 	mutex_lock(&knem_table_mutex);
+	knem_table_hold_begin();
 }
 
 void knem_shim_table_unlock(void)
 {
+	knem_table_hold_end();
 	mutex_unlock(&knem_table_mutex);
 }

@@ -8,11 +8,13 @@
  * Copies from a pinned region then never touch the owner's mm.
  */
 #include <linux/backing-dev.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/kernel.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/mmap_lock.h>
+#include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/wait.h>
 
@@ -49,6 +51,95 @@
 static atomic_long_t knem_pins_unchecked = ATOMIC_LONG_INIT(0);
 static DECLARE_WAIT_QUEUE_HEAD(knem_pins_wq);
 
+#ifdef KNEM_FAULT_INJECT
+/*
+ * Test builds: lower both bounds so a test can pin a page past them, sleep
+ * between the pin and the check to let concurrent pins pile up, and keep
+ * the highest page refcount a check saw (write anything to reset it).
+ */
+static int fault_pin_refs_max;
+module_param(fault_pin_refs_max, int, 0644);
+MODULE_PARM_DESC(fault_pin_refs_max, "test builds: refuse a page past this many references (0: 2^29)");
+
+static long fault_pins_unchecked;
+module_param(fault_pins_unchecked, long, 0644);
+MODULE_PARM_DESC(fault_pins_unchecked, "test builds: pins all callers may hold between pinning and the check (0: 2^20)");
+
+static uint fault_pin_check_delay_us;
+module_param(fault_pin_check_delay_us, uint, 0644);
+MODULE_PARM_DESC(fault_pin_check_delay_us, "test builds: sleep this long between pinning and the refcount check (us)");
+
+static atomic_t knem_pin_refs_peak = ATOMIC_INIT(0);
+
+static int knem_pin_refs_peak_get(char *buf, const struct kernel_param *kp)
+{
+	return sprintf(buf, "%d\n", atomic_read(&knem_pin_refs_peak));
+}
+
+static int knem_pin_refs_peak_reset(const char *val,
+				    const struct kernel_param *kp)
+{
+	atomic_set(&knem_pin_refs_peak, 0);
+	return 0;
+}
+
+static const struct kernel_param_ops knem_pin_refs_peak_ops = {
+	.get = knem_pin_refs_peak_get,
+	.set = knem_pin_refs_peak_reset,
+};
+module_param_cb(fault_pin_refs_peak, &knem_pin_refs_peak_ops, NULL, 0644);
+MODULE_PARM_DESC(fault_pin_refs_peak, "test builds: highest page refcount the check after a pin saw (write to reset)");
+
+static int knem_pin_refs_max(void)
+{
+	int max = READ_ONCE(fault_pin_refs_max);
+
+	return max > 0 ? max : KNEM_PIN_REFS_MAX;
+}
+
+static long knem_pins_unchecked_max(void)
+{
+	long max = READ_ONCE(fault_pins_unchecked);
+
+	return max > 0 ? max : KNEM_PINS_UNCHECKED;
+}
+
+static void knem_pin_test_delay(void)
+{
+	uint us = READ_ONCE(fault_pin_check_delay_us);
+
+	if (us)
+		fsleep(us);
+}
+
+static void knem_pin_refs_seen(int refs)
+{
+	int old = atomic_read(&knem_pin_refs_peak);
+
+	while (refs > old &&
+	       !atomic_try_cmpxchg(&knem_pin_refs_peak, &old, refs))
+		;
+}
+#else
+static inline int knem_pin_refs_max(void)
+{
+	return KNEM_PIN_REFS_MAX;
+}
+
+static inline long knem_pins_unchecked_max(void)
+{
+	return KNEM_PINS_UNCHECKED;
+}
+
+static inline void knem_pin_test_delay(void)
+{
+}
+
+static inline void knem_pin_refs_seen(int refs)
+{
+}
+#endif
+
 /* Up to nr of the unchecked pins, at least one; or -EINTR. */
 static long knem_pins_reserve(long nr)
 {
@@ -56,11 +147,11 @@ static long knem_pins_reserve(long nr)
 	long take;
 
 	for (;;) {
-		take = min(nr, KNEM_PINS_UNCHECKED - cur);
+		take = min(nr, knem_pins_unchecked_max() - cur);
 		if (take <= 0) {
 			if (wait_event_killable(knem_pins_wq,
 						atomic_long_read(&knem_pins_unchecked) <
-						KNEM_PINS_UNCHECKED))
+						knem_pins_unchecked_max()))
 				return -EINTR;
 			cur = atomic_long_read(&knem_pins_unchecked);
 			continue;
@@ -79,11 +170,16 @@ static void knem_pins_unreserve(long nr)
 
 static bool knem_pins_overflow(struct page **pages, long nr)
 {
+	int max = knem_pin_refs_max();
+	int refs;
 	long i;
 
-	for (i = 0; i < nr; i++)
-		if (page_ref_count(compound_head(pages[i])) > KNEM_PIN_REFS_MAX)
+	for (i = 0; i < nr; i++) {
+		refs = page_ref_count(compound_head(pages[i]));
+		knem_pin_refs_seen(refs);
+		if (refs > max)
 			return true;
+	}
 	return false;
 }
 
@@ -307,11 +403,13 @@ long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 		pinned = pin_user_pages_fast(start, nr, gup_flags,
 					     (struct page **)pages);
 	}
+	if (pinned > 0)
+		knem_pin_test_delay();
 	if (pinned > 0 && knem_pins_overflow((struct page **)pages, pinned)) {
 		unpin_user_pages((struct page **)pages, pinned);
 		pr_info_ratelimited("knem: %s[%d]: a page is pinned too many times (over %u pins)\n",
 				    current->comm, task_tgid_vnr(current),
-				    KNEM_PIN_REFS_MAX / GUP_PIN_COUNTING_BIAS);
+				    knem_pin_refs_max() / GUP_PIN_COUNTING_BIAS);
 		pinned = -ENOMEM;
 	}
 	knem_pins_unreserve(reserved);

@@ -516,7 +516,7 @@ impl<E: Env> Device<E> {
             flags,
             owner_ctx: ctx.id,
             owner_uid: ctx.uid,
-            account: AccountRef::of(&ctx.account),
+            account: AccountRef::of(&ctx.account, &ctx.regions),
         };
         let region = Region::create(&self.env, &self.stats, layout, attrs)?;
         self.table.insert(&self.env, &self.stats, region)

@@ -4,7 +4,8 @@
 # tests/vm/full-suite.sh KERNEL OPTIONS - the whole in-VM suite on one
 # kernel, what `make vm-test` runs on each: the shim's own checks, the C
 # conformance programs, the knem-tests suite (alone, then again with the
-# test-only software DMA provider loaded), every collective on teams of 1
+# test-only software DMA provider loaded), the tests that need a
+# fault-injection build (installed kernels only), every collective on teams of 1
 # to 8 over the module, and 200 unload/load cycles with suite runs in
 # between.  Each step's time is printed.
 #
@@ -29,9 +30,11 @@ cd "$top"
 bin=$top/target/x86_64-unknown-linux-gnu/release
 run_opts=()
 dma_opts=()
+kernel=
 while [ $# -gt 0 ]; do
 	case $1 in
-	--kernel | --kernel-image | --module) run_opts+=("$1" "$2"); dma_opts+=("$1" "$2"); shift 2 ;;
+	--kernel) kernel=$2; run_opts+=("$1" "$2"); dma_opts+=("$1" "$2"); shift 2 ;;
+	--kernel-image | --module) run_opts+=("$1" "$2"); dma_opts+=("$1" "$2"); shift 2 ;;
 	--dma-module) dma_opts+=("$1" "$2"); shift 2 ;;
 	*) echo "full-suite.sh: unknown option $1" >&2; exit 2 ;;
 	esac
@@ -52,6 +55,11 @@ step "check-shim and conformance" tests/vm/check-shim --conformance "${run_opts[
 step "knem-tests" tests/vm/run "${run_opts[@]}" --scratch-ext4 --add "$bin/knem-tests" -- \
 	sh -c "KNEM_SUITE_IDLE_FDS=$idle_fds /opt/knem-tests"
 step "knem-tests with the DMA provider" tests/dma-provider/run-vm.sh "${dma_opts[@]}"
+# An installed kernel's headers are here to build the fault-injection
+# module; a kernel given by image (tests/kernels) comes with its release's.
+if [ -n "$kernel" ]; then
+	step "fault-injection tests" tests/vm/fault-tests.sh --kernel "$kernel"
+fi
 step "collectives ($coll)" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c \
 	"mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check $coll"
 step "$cycles load cycles" tests/vm/run "${run_opts[@]}" --timeout 900 --add tests/vm/load-cycles.sh \

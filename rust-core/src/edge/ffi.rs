@@ -207,6 +207,14 @@ pub unsafe extern "C" fn knem_core_dma_release(token: *mut c_void, ok: c_int) {
     unsafe { DEVICE.dma_release(token, ok != 0) }
 }
 
+/// The most work one hold of the region table's lock did since load or
+/// the last reset (slots looked at plus count entries moved); with `reset`
+/// non-zero the record starts again.  Test builds expose it.
+#[no_mangle]
+pub extern "C" fn knem_core_table_hold_work(reset: c_int) -> u64 {
+    DEVICE.table.hold_work_max(reset != 0)
+}
+
 /// Frees a region after its RCU grace period.
 ///
 /// # Safety

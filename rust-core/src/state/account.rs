@@ -10,6 +10,7 @@
 use crate::edge::errno::KResult;
 use crate::state::counts::Counts;
 use core::ptr;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Most levels a chain has: the kernel nests user namespaces 32 deep
 /// below the initial one.
@@ -77,31 +78,69 @@ impl Account {
     }
 }
 
-/// A region's way back to its context's account, to uncharge it when
-/// the region leaves the table (which a single-use lookup by another
-/// context may do).
+/// The live regions of one context in the table, kept in the context so
+/// that counting one costs the same however many contexts there are.
+/// Only the table changes it, under its lock (atomic so that a context
+/// can be made and read without that lock).
+#[derive(Debug, Default)]
+pub struct RegionCount(AtomicU64);
+
+impl RegionCount {
+    /// No region.
+    pub const fn new() -> RegionCount {
+        RegionCount(AtomicU64::new(0))
+    }
+
+    /// The count.
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+
+    /// One more; table lock held.
+    pub fn add(&self) {
+        self.0.store(self.get().saturating_add(1), Relaxed);
+    }
+
+    /// One less; table lock held.
+    pub fn sub(&self) {
+        self.0.store(self.get().saturating_sub(1), Relaxed);
+    }
+}
+
+/// A region's way back to its context's account and region count, to
+/// uncharge it when the region leaves the table (which a single-use lookup
+/// by another context may do).
 ///
 /// # Invariants
-/// Null, or the account of a live context.  A region is in the table only
-/// while the context that created it lives: the context's release takes
-/// every one of its regions out before the context is freed.  Only the
-/// table dereferences it, for regions it holds, under its lock.
+/// Both pointers are null, or point into a live context.  A region is in
+/// the table only while the context that created it lives: the context's
+/// release takes every one of its regions out before the context is
+/// freed.  Only the table dereferences them, for regions it holds, under
+/// its lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AccountRef(*const Account);
+pub struct AccountRef {
+    account: *const Account,
+    regions: *const RegionCount,
+}
 
-// SAFETY: a plain pointer to data that is immutable while it is used
-// (Account is never changed after the context is made).
+// SAFETY: plain pointers to data that is immutable while it is used
+// (Account is never changed after the context is made) or atomic
+// (RegionCount).
 unsafe impl Send for AccountRef {}
 // SAFETY: as above.
 unsafe impl Sync for AccountRef {}
 
 impl AccountRef {
     /// No account: a region that never enters the table, or a host test's.
-    pub const NONE: AccountRef = AccountRef(ptr::null());
+    pub const NONE: AccountRef = AccountRef {
+        account: ptr::null(),
+        regions: ptr::null(),
+    };
 
-    /// The account of a context, for the regions it creates.
-    pub fn of(account: &Account) -> AccountRef {
-        AccountRef(account)
+    /// The account and region count of a context, for the regions it
+    /// creates.
+    pub fn of(account: &Account, regions: &RegionCount) -> AccountRef {
+        AccountRef { account, regions }
     }
 
     /// The account.
@@ -111,7 +150,16 @@ impl AccountRef {
     /// see the invariant), and the table lock held.
     pub unsafe fn get(&self) -> Option<&Account> {
         // SAFETY: null or a live context's account (caller's contract).
-        unsafe { self.0.as_ref() }
+        unsafe { self.account.as_ref() }
+    }
+
+    /// The context's region count.
+    ///
+    /// # Safety
+    /// As for [`AccountRef::get`].
+    pub unsafe fn regions(&self) -> Option<&RegionCount> {
+        // SAFETY: null or a live context's count (caller's contract).
+        unsafe { self.regions.as_ref() }
     }
 }
 

@@ -7,7 +7,7 @@
 use crate::edge::errno::{KResult, EBUSY, EINVAL};
 use crate::edge::shim::{CtxGuard, Env, ShimCtx, PAGE_SHIFT};
 use crate::exec::request::AsyncReq;
-use crate::state::account::Account;
+use crate::state::account::{Account, RegionCount};
 use crate::state::queue::{Fifo, Node};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
@@ -30,6 +30,8 @@ pub struct Context {
     /// Where its regions and offload thread are counted against the
     /// per-user bounds (the opener's user namespace levels).
     pub account: Account,
+    /// Its live regions in the table (the table's count, under its lock).
+    pub regions: RegionCount,
     /// The shim's handle of this context.
     pub shim: ShimCtx,
     status: StatusArray,
@@ -96,6 +98,7 @@ impl Context {
             id,
             uid,
             account,
+            regions: RegionCount::new(),
             shim,
             status: StatusArray {
                 state: AtomicU8::new(ARRAY_NONE),

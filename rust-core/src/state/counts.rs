@@ -1,7 +1,9 @@
-//! Live regions per key (a user, a context): a sorted array of (key,
-//! count) with no entry for a count of 0, grown fallibly.  The table keeps
-//! two, under its lock, to bound what one user holds and to find a
-//! context's regions without scanning when it has none.
+//! Counts per key (an account level): a sorted array of (key, count) with
+//! no entry for a count of 0, grown fallibly.  The table keeps one for its
+//! regions and the offload workers one for their threads, each under its
+//! lock.  Adding or dropping a key moves the entries after it, so it costs
+//! O(keys); [`Counts::moved`] says how many entries were moved in all
+//! (the table bounds its work per hold of its lock with it).
 
 use crate::edge::errno::{KResult, ENOMEM};
 use crate::edge::kalloc::KArray;
@@ -17,6 +19,8 @@ pub struct Counts {
     /// `list[..len]` sorted by key, every count non-zero.
     list: KArray<Entry>,
     len: usize,
+    /// Entries copied or shifted since creation.
+    moved: u64,
 }
 
 impl Default for Counts {
@@ -31,7 +35,13 @@ impl Counts {
         Counts {
             list: KArray::empty(),
             len: 0,
+            moved: 0,
         }
+    }
+
+    /// Entries copied (growth) or shifted (a new or dropped key) so far.
+    pub fn moved(&self) -> u64 {
+        self.moved
     }
 
     /// Index of `key` in the list, or where it would go.
@@ -78,7 +88,9 @@ impl Counts {
             let old = &self.list;
             let grown = KArray::try_from_fn(cap, |j| old.get(j).copied().unwrap_or_default())?;
             self.list = grown;
+            self.moved = self.moved.wrapping_add(self.len as u64);
         }
+        self.moved = self.moved.wrapping_add(self.len.saturating_sub(i) as u64);
         // Shift list[i..len] one place up and put the key at i.
         let mut j = self.len;
         while j > i {
@@ -104,6 +116,9 @@ impl Counts {
         if e.count != 0 {
             return;
         }
+        self.moved = self
+            .moved
+            .wrapping_add(self.len.saturating_sub(i + 1) as u64);
         for j in i + 1..self.len {
             let next = self.list.get(j).copied().unwrap_or_default();
             if let Some(e) = self.list.get_mut(j - 1) {

@@ -74,7 +74,8 @@ impl<E: Env> Device<E> {
     pub fn ctx_release(&self, ctx: KBox<Context>) {
         self.drain_async(&ctx);
         self.worker_stopped(&ctx);
-        self.table.release_ctx(&self.env, &self.stats, ctx.id);
+        self.table
+            .release_ctx(&self.env, &self.stats, ctx.id, &ctx.regions);
         stats::sub(&self.stats.contexts, 1);
         drop(ctx);
     }

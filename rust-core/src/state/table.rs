@@ -16,12 +16,19 @@
 //! the table lock): a user may hold at most `Env::regions_per_user` at
 //! every level of its account (`state::account`), the node at most
 //! `Env::regions_max`, and a context's release stops scanning once it has
-//! found all of its own.
+//! found all of its own.  A context's count lives in the context
+//! (`RegionCount`), so counting costs the same however many contexts
+//! there are.
+//!
+//! No hold of the table lock does work that grows with the table or with
+//! the number of contexts: a release looks at most `SCAN_PER_HOLD` slots
+//! per hold.  [`Table::hold_work_max`] records the most work one hold did
+//! (slots looked at plus count entries moved), which test builds expose.
 
 use crate::edge::errno::{KResult, EINVAL, ENOMEM};
 use crate::edge::kalloc::KBox;
 use crate::edge::shim::{Env, RcuGuard, TableGuard};
-use crate::state::account::AccountRef;
+use crate::state::account::{AccountRef, RegionCount};
 use crate::state::counts::Counts;
 use crate::state::region::{self, Region, RegionRef};
 use crate::state::stats::Stats;
@@ -36,7 +43,7 @@ pub const CHUNK_SLOTS: usize = 256;
 pub const MAX_CHUNKS: usize = 4096;
 
 /// Most slots a context's release looks at in one hold of the table lock.
-const SCAN_PER_HOLD: usize = 1024;
+pub const SCAN_PER_HOLD: usize = 1024;
 
 /// Bits of a cookie that hold the slot index (`CHUNK_SLOTS * MAX_CHUNKS`).
 pub const INDEX_BITS: u32 = 20;
@@ -118,6 +125,9 @@ pub struct Table {
     used: AtomicUsize,
     free_head: AtomicU32,
     live: UnsafeCell<Live>,
+    /// The most work one hold of the lock did: slots looked at plus count
+    /// entries moved (`Table::hold_work_max`).
+    hold_work: AtomicU64,
     /// Slots release_ctx looked at (host tests).
     #[cfg(test)]
     pub scanned: AtomicUsize,
@@ -127,11 +137,33 @@ pub struct Table {
     pub scanned_per_hold: AtomicUsize,
 }
 
-/// Live regions per account level, per context (id), and in all.
+/// Live regions per account level, and in all (per context: in the
+/// context, `RegionCount`).
 struct Live {
     users: Counts,
-    ctxs: Counts,
     total: u64,
+}
+
+/// A hold of the table lock that records its work in
+/// `Table::hold_work` when it ends.
+struct Hold<'t, 'e, E: Env> {
+    table: &'t Table,
+    /// `Counts::moved` of the user counts when the hold began.
+    moved: u64,
+    /// Slots looked at in this hold.
+    scanned: u64,
+    // Dropped after `Hold::drop` ran: the lock is released last.
+    _lock: TableGuard<'e, E>,
+}
+
+impl<E: Env> Drop for Hold<'_, '_, E> {
+    fn drop(&mut self) {
+        // SAFETY: the lock is still held (`_lock` goes after this); the
+        // borrow ends here.
+        let moved = unsafe { self.table.live() }.users.moved();
+        let work = self.scanned.saturating_add(moved.wrapping_sub(self.moved));
+        self.table.hold_work.fetch_max(work, Relaxed);
+    }
 }
 
 // SAFETY: `live` is only touched with the table lock held (Table::live);
@@ -170,13 +202,37 @@ impl Table {
             free_head: AtomicU32::new(0),
             live: UnsafeCell::new(Live {
                 users: Counts::new(),
-                ctxs: Counts::new(),
                 total: 0,
             }),
+            hold_work: AtomicU64::new(0),
             #[cfg(test)]
             scanned: AtomicUsize::new(0),
             #[cfg(test)]
             scanned_per_hold: AtomicUsize::new(0),
+        }
+    }
+
+    /// Takes the table lock for one hold whose work is recorded.
+    fn hold<'e, E: Env>(&self, env: &'e E) -> Hold<'_, 'e, E> {
+        let lock = TableGuard::new(env);
+        // SAFETY: table lock held; the borrow ends here.
+        let moved = unsafe { self.live() }.users.moved();
+        Hold {
+            table: self,
+            moved,
+            scanned: 0,
+            _lock: lock,
+        }
+    }
+
+    /// The most work one hold of the table lock did since load or the last
+    /// reset (slots looked at plus count entries moved); with `reset`, the
+    /// record starts again from 0.
+    pub fn hold_work_max(&self, reset: bool) -> u64 {
+        if reset {
+            self.hold_work.swap(0, Relaxed)
+        } else {
+            self.hold_work.load(Relaxed)
         }
     }
 
@@ -229,17 +285,17 @@ impl Table {
         if let Some(r) = unsafe { slot.region.load(Relaxed).as_ref() } {
             // SAFETY: table lock held; the borrow ends here.
             let live = unsafe { self.live() };
-            Self::uncount(live, r.attrs().account, r.attrs().owner_ctx);
+            Self::uncount(live, r.attrs().account);
         }
         slot.region.store(null_mut(), Relaxed);
         slot.next_free.store(self.free_head.load(Relaxed), Relaxed);
         self.free_head.store(idx + 1, Relaxed);
     }
 
-    /// Counts a new region of `account` and `ctx`: ENOMEM when a level of
-    /// the account holds `max` already, the node `node_max`, or memory is
-    /// short.  Table lock held.
-    fn count_new(&self, account: AccountRef, ctx: u64, max: u64, node_max: u64) -> KResult<()> {
+    /// Counts a new region of `account` (and its context): ENOMEM when a
+    /// level of the account holds `max` already, the node `node_max`, or
+    /// memory is short.  Table lock held.
+    fn count_new(&self, account: AccountRef, max: u64, node_max: u64) -> KResult<()> {
         // SAFETY: table lock held; the borrow ends here.
         let live = unsafe { self.live() };
         if live.total >= node_max {
@@ -250,12 +306,9 @@ impl Table {
         if let Some(a) = unsafe { account.get() } {
             a.charge(&mut live.users, max)?;
         }
-        if let Err(e) = live.ctxs.add(ctx, u64::MAX) {
-            // SAFETY: as above.
-            if let Some(a) = unsafe { account.get() } {
-                a.uncharge(&mut live.users);
-            }
-            return Err(e);
+        // SAFETY: as above.
+        if let Some(c) = unsafe { account.regions() } {
+            c.add();
         }
         live.total += 1;
         Ok(())
@@ -263,13 +316,16 @@ impl Table {
 
     /// Undoes [`Table::count_new`]; table lock held, the region (or the
     /// one being inserted) still in the table.
-    fn uncount(live: &mut Live, account: AccountRef, ctx: u64) {
+    fn uncount(live: &mut Live, account: AccountRef) {
         // SAFETY: the region is in the table, so its context lives, and
         // the lock is held (AccountRef's invariant).
         if let Some(a) = unsafe { account.get() } {
             a.uncharge(&mut live.users);
         }
-        live.ctxs.sub(ctx);
+        // SAFETY: as above.
+        if let Some(c) = unsafe { account.regions() } {
+            c.sub();
+        }
         live.total = live.total.saturating_sub(1);
     }
 
@@ -278,15 +334,15 @@ impl Table {
     /// is full, the node holds `Env::regions_max` live regions, or a level
     /// of the owner's account already holds `Env::regions_per_user`.
     pub fn insert<E: Env>(&self, env: &E, stats: &Stats, region: KBox<Region>) -> KResult<u64> {
-        let (account, ctx) = (region.attrs().account, region.attrs().owner_ctx);
+        let account = region.attrs().account;
         let (max, node_max) = (env.regions_per_user(), env.regions_max());
-        let guard = TableGuard::new(env);
-        let slot = self.count_new(account, ctx, max, node_max).and_then(|()| {
+        let guard = self.hold(env);
+        let slot = self.count_new(account, max, node_max).and_then(|()| {
             self.alloc_slot()
                 .and_then(|i| Ok((i, self.slot(i).ok_or(ENOMEM)?)))
                 .inspect_err(|_| {
                     // SAFETY: table lock held; the borrow ends here.
-                    Self::uncount(unsafe { self.live() }, account, ctx);
+                    Self::uncount(unsafe { self.live() }, account);
                 })
         });
         let (idx, slot) = match slot {
@@ -360,7 +416,7 @@ impl Table {
             return Err(EINVAL);
         }
         let table_ref = {
-            let _g = TableGuard::new(env);
+            let _g = self.hold(env);
             let p = found.slot.region.load(Relaxed);
             found.slot.state.store(with_st(consumed, ST_FREE), Release);
             self.free_slot(found.idx, found.slot);
@@ -404,7 +460,7 @@ impl Table {
         }
         let mut refs = [None::<NonNull<Region>>; 2];
         {
-            let _g = TableGuard::new(env);
+            let _g = self.hold(env);
             if sa && !claim(a) {
                 return Err(EINVAL);
             }
@@ -438,7 +494,7 @@ impl Table {
         let (idx, tag) = split_cookie(cookie).ok_or(EINVAL)?;
         let slot = self.slot(idx).ok_or(EINVAL)?;
         let p = {
-            let _g = TableGuard::new(env);
+            let _g = self.hold(env);
             let state = slot.state.load(Acquire);
             if state & ST_MASK != ST_LIVE || tag_of(state) != tag {
                 return Err(EINVAL);
@@ -461,25 +517,25 @@ impl Table {
         Ok(())
     }
 
-    /// Removes every live region of context `ctx` (file release).  Copies
-    /// running against them finish on their own references.  The scan
-    /// stops once the context has no live region left, so a context that
-    /// created none scans nothing.  Each hold of the table lock frees at
-    /// most 32 regions and looks at most `SCAN_PER_HOLD` slots, so other
-    /// users' creations wait for no long scan while many fds close.
-    pub fn release_ctx<E: Env>(&self, env: &E, stats: &Stats, ctx: u64) {
+    /// Removes every live region of context `ctx`, whose count is
+    /// `regions` (file release).  Copies running against them finish on
+    /// their own references.  The scan stops once the context has no live
+    /// region left, so a context that created none scans nothing.  Each
+    /// hold of the table lock frees at most 32 regions and looks at most
+    /// `SCAN_PER_HOLD` slots, so other users' creations wait for no long
+    /// scan while many fds close.
+    pub fn release_ctx<E: Env>(&self, env: &E, stats: &Stats, ctx: u64, regions: &RegionCount) {
         const BATCH: usize = 32;
         let mut next = 0usize;
         loop {
             let mut batch = [None::<NonNull<Region>>; BATCH];
             let mut n = 0;
             let used = {
-                let _g = TableGuard::new(env);
+                let mut hold = self.hold(env);
                 let mut used = self.used.load(Relaxed);
                 let first = next;
                 while next < used && n < BATCH && next - first < SCAN_PER_HOLD {
-                    // SAFETY: table lock held; the borrow ends here.
-                    if unsafe { self.live() }.ctxs.get(ctx) == 0 {
+                    if regions.get() == 0 {
                         used = next;
                         break;
                     }
@@ -513,6 +569,7 @@ impl Table {
                     }
                     n += 1;
                 }
+                hold.scanned = (next - first) as u64;
                 #[cfg(test)]
                 self.scanned_per_hold.fetch_max(next - first, Relaxed);
                 used
@@ -544,7 +601,6 @@ impl Table {
         // SAFETY: no context is left, so nobody else touches the table.
         let live = unsafe { self.live() };
         live.users.clear();
-        live.ctxs.clear();
     }
 
     /// Live regions charged to user `uid` in the initial namespace (the
@@ -580,10 +636,19 @@ mod tests {
     use super::*;
     use crate::edge::errno::EINVAL;
     use crate::plan::layout::{iov, SegList};
+    use crate::state::account::Account;
     use crate::state::region::{RegionAttrs, PROT_READ};
     use crate::testing::mock::MockEnv;
 
-    fn region(env: &MockEnv, stats: &Stats, flags: u32, ctx: u64) -> KBox<Region> {
+    static ACCOUNT: Account = Account::of_uid(0);
+
+    fn region(
+        env: &MockEnv,
+        stats: &Stats,
+        flags: u32,
+        ctx: u64,
+        count: &RegionCount,
+    ) -> KBox<Region> {
         let a = env.map(4096, true);
         let layout = SegList::new(&[iov(a, 10)]).unwrap();
         let attrs = RegionAttrs {
@@ -591,7 +656,7 @@ mod tests {
             flags,
             owner_ctx: ctx,
             owner_uid: 0,
-            account: AccountRef::NONE,
+            account: AccountRef::of(&ACCOUNT, count),
         };
         Region::create(env, stats, layout, attrs).unwrap()
     }
@@ -621,8 +686,11 @@ mod tests {
     #[test]
     fn lookups_outside_the_table_are_einval() {
         let (env, stats, t) = (MockEnv::new(), Stats::new(), Table::new());
+        let c = RegionCount::new();
         assert_eq!(t.lookup(&env, &stats, 1).err(), Some(EINVAL));
-        let k = t.insert(&env, &stats, region(&env, &stats, 0, 1)).unwrap();
+        let k = t
+            .insert(&env, &stats, region(&env, &stats, 0, 1, &c))
+            .unwrap();
         let (idx, tag) = split_cookie(k).unwrap();
         let beyond = make_cookie(CHUNK_SLOTS as u32 * 2 + 1, tag);
         assert_eq!(t.lookup(&env, &stats, beyond).err(), Some(EINVAL));
@@ -631,23 +699,29 @@ mod tests {
             Some(EINVAL)
         );
         assert!(t.lookup(&env, &stats, k).is_ok());
-        t.release_ctx(&env, &stats, 1);
+        t.release_ctx(&env, &stats, 1, &c);
         t.exit();
     }
 
     #[test]
     fn slots_are_reused_and_chunks_grow() {
         let (env, stats, t) = (MockEnv::new(), Stats::new(), Table::new());
+        let c = RegionCount::new();
         let n = CHUNK_SLOTS + 3;
         let keys: std::vec::Vec<u64> = (0..n)
-            .map(|_| t.insert(&env, &stats, region(&env, &stats, 0, 9)).unwrap())
+            .map(|_| {
+                t.insert(&env, &stats, region(&env, &stats, 0, 9, &c))
+                    .unwrap()
+            })
             .collect();
         assert_eq!(t.nchunks.load(Relaxed), 2);
         assert_eq!(t.destroy(&env, &stats, keys[5], 9), Ok(()));
-        let again = t.insert(&env, &stats, region(&env, &stats, 0, 9)).unwrap();
+        let again = t
+            .insert(&env, &stats, region(&env, &stats, 0, 9, &c))
+            .unwrap();
         assert_eq!(split_cookie(again).unwrap().0, 5, "freed slot reused first");
         assert_eq!(t.lookup(&env, &stats, keys[5]).err(), Some(EINVAL));
-        t.release_ctx(&env, &stats, 9);
+        t.release_ctx(&env, &stats, 9, &c);
         assert_eq!(stats.snapshot().regions, 0);
         assert_eq!(env.pinned(), 0);
         t.exit();
@@ -656,9 +730,16 @@ mod tests {
     #[test]
     fn consume_only_single_use_and_only_once() {
         let (env, stats, t) = (MockEnv::new(), Stats::new(), Table::new());
-        let plain = t.insert(&env, &stats, region(&env, &stats, 0, 1)).unwrap();
+        let c = RegionCount::new();
+        let plain = t
+            .insert(&env, &stats, region(&env, &stats, 0, 1, &c))
+            .unwrap();
         let once = t
-            .insert(&env, &stats, region(&env, &stats, KNEM_FLAG_SINGLEUSE, 1))
+            .insert(
+                &env,
+                &stats,
+                region(&env, &stats, KNEM_FLAG_SINGLEUSE, 1, &c),
+            )
             .unwrap();
         let f = t.lookup(&env, &stats, plain).unwrap();
         assert_eq!(t.consume(&env, &stats, &f), Ok(()));
@@ -674,7 +755,7 @@ mod tests {
         );
         drop((f, f1, f2));
         assert_eq!(stats.snapshot().regions, 1);
-        t.release_ctx(&env, &stats, 1);
+        t.release_ctx(&env, &stats, 1, &c);
         assert_eq!(stats.snapshot().regions, 0);
         t.exit();
     }

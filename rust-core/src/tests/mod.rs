@@ -9,3 +9,4 @@ mod layers;
 mod offload;
 mod offload_bound;
 mod sync;
+mod table_holds;

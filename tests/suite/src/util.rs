@@ -26,6 +26,31 @@ pub fn skip(why: impl std::fmt::Display) -> String {
     format!("{SKIP_PREFIX}{why}")
 }
 
+/// How the skip of a part that only a fault-injection build can run
+/// begins (see [`skip_fault`]).
+pub const FAULT_SKIP: &str = "not a fault-injection build (KNEM_FAULT_INJECT=1): ";
+
+/// The skip of a test whose rest needs a fault-injection build's test-only
+/// module parameters, after what a release build can check passed.  With
+/// `--no-skip` the harness fails it only when the loaded module is a
+/// fault-injection build (where it cannot happen): a release module has
+/// no way to run it, and runs that load one with `--no-skip` (the
+/// DMA-provider suite) still report it as a skip.
+pub fn skip_fault(why: impl std::fmt::Display) -> String {
+    skip(format!("{FAULT_SKIP}{why}"))
+}
+
+/// Whether the loaded knem is a fault-injection build: it has the
+/// test-only `fault_*` parameters.
+pub fn fault_build() -> bool {
+    std::fs::read_dir("/sys/module/knem/parameters")
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("fault_"))
+        })
+        .unwrap_or(false)
+}
+
 /// Page size the driver and these tests assume.
 pub const PAGE: usize = 4096;
 

@@ -1,0 +1,48 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# tests/fails-before/counts-host.sh - issue 21, item 7, the count half, on
+# the host: rust-core's table_hold_work_independent_of_contexts must fail
+# when a context's live regions are counted as before commit 09fc685, in a
+# sorted array of all contexts (state/counts.rs) under the table lock, and
+# pass on today's code, where each context keeps its own count.  The old
+# counting is put back, next to today's, into a copy of the tree (the work
+# tree is not touched), keyed by the address of the context's count, and
+# the moves it makes are added to the table's record of work per hold.
+# Exits 0 when the test failed on the copy and passes on the tree.
+set -uo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+prog=counts-host
+test=table_hold_work_independent_of_contexts
+out=$top/build/fails-before/host
+rm -rf "$out"
+mkdir -p "$out/old"
+(cd "$top" && git ls-files -z --cached --others --exclude-standard |
+	tar --null -T - -cf -) | tar -xf - -C "$out/old" ||
+	{ echo "$prog: could not copy the tree" >&2; exit 2; }
+t=$out/old/rust-core/src/state/table.rs
+perl -0pi -e '
+	s/struct Live \{\n    users: Counts,/struct Live {\n    users: Counts,\n    ctxs: Counts,/ or die "Live";
+	s/users: Counts::new\(\),\n/users: Counts::new(),\n                ctxs: Counts::new(),\n/ or die "new";
+	s/(if let Some\(c\) = unsafe \{ account\.regions\(\) \} \{\n\s*)c\.add\(\);/$1live.ctxs.add(c as *const RegionCount as u64, u64::MAX)?;\n            c.add();/ or die "add";
+	s/(if let Some\(c\) = unsafe \{ account\.regions\(\) \} \{\n\s*)c\.sub\(\);/$1live.ctxs.sub(c as *const RegionCount as u64);\n            c.sub();/ or die "sub";
+	s/unsafe \{ (self(?:\.table)?)\.live\(\) \}\.users\.moved\(\)/{\n            let l = unsafe { $1.live() };\n            l.users.moved().wrapping_add(l.ctxs.moved())\n        }/g or die "moved";
+' "$t" || { echo "$prog: could not put the old counting back (table.rs changed?)" >&2; exit 2; }
+status=()
+for v in old fixed; do
+	# Each its own target directory: cargo would take one for the other.
+	src=$top tdir=$top/target
+	[ $v = old ] && src=$out/old tdir=$top/target/fails-before-host
+	(cd "$src/rust-core" && CARGO_TARGET_DIR=$tdir cargo test -p knem-core --lib "$test") \
+		> "$out/$v.log" 2>&1
+	status+=($?)
+	echo "$prog: $v counting:"
+	grep -aE "^test .*$test|most_|slots and count entries|^test result" "$out/$v.log" | head -n 4 | sed 's/^/    /'
+done
+if [ "${status[0]}" -ne 0 ] && grep -aq "slots and count entries in one hold" "$out/old.log" &&
+	[ "${status[1]}" -eq 0 ]; then
+	echo "$prog: $test fails with the old counting, passes with today's"
+	exit 0
+fi
+echo "$prog: old status ${status[0]}, fixed status ${status[1]} (logs: $out)"
+exit 1
