@@ -84,7 +84,9 @@ clippy:
 # Per kernel: the whole in-VM suite (tests/vm/full-suite.sh: the shim's
 # own checks, the C conformance programs, the suite alone and with the
 # test-only DMA provider, every collective on teams of 1 to 8, 200
-# unload/load cycles).
+# unload/load cycles), and once, on VM_FULL_KERNEL, the refusal of an
+# unsigned and of an untrusted-key-signed knem.ko under module.sig_enforce=1
+# (tests/vm/sig-enforce.sh, two short boots).
 # TCG takes about 8 minutes per kernel for the whole collectives check
 # (teams of 1 to 8 up to 16 MiB+3), so make test runs it up to 1 MiB+3 on
 # VM_FULL_KERNEL (SUITE_MAIN; the interop stage moves 16 MiB+3 messages
@@ -105,6 +107,8 @@ vm-test: module tests-bin coll-bin
 			$(SUITE_LIGHT) tests/vm/full-suite.sh --kernel $$k; \
 		fi; \
 	done
+	@echo "=== module signatures enforced (module.sig_enforce=1) on kernel $(VM_FULL_KERNEL) ==="
+	tests/vm/sig-enforce.sh --kernel $(VM_FULL_KERNEL)
 
 # The kernel matrix (tests/kernels/matrix.sh): a debootstrap chroot per
 # Debian release, bullseye to experimental; in each, knem.ko built for every
@@ -321,6 +325,10 @@ DKMS_SRCDIR ?= $(PREFIX)/src/$(DIST_NAME)
 UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
 SECLIMITSDIR ?= /etc/security/limits.d
+# /etc/knem-rs/device.conf: who may open /dev/knem (read by 60-knem.rules).
+KNEMCONFDIR ?= /etc/knem-rs
+# Helpers run by udev and the kernel hooks; 60-knem.rules names this path.
+KNEMLIBEXECDIR ?= $(PREFIX)/lib/$(PKG_NAME)
 BINDIR ?= $(PREFIX)/bin
 
 .PHONY: buildinfo check-buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
@@ -428,6 +436,8 @@ install-dkms:
 	install -D -m 0644 packaging/60-knem.rules $(DESTDIR)$(UDEVRULESDIR)/60-knem.rules
 	install -D -m 0644 packaging/modules-load-knem.conf $(DESTDIR)$(MODULESLOADDIR)/knem.conf
 	install -D -m 0644 packaging/limits-knem-rs.conf $(DESTDIR)$(SECLIMITSDIR)/knem-rs.conf
+	install -D -m 0644 packaging/device.conf $(DESTDIR)$(KNEMCONFDIR)/device.conf
+	install -D -m 0755 packaging/counters-access $(DESTDIR)$(KNEMLIBEXECDIR)/counters-access
 
 # The Debian package's kernel hooks (see packaging/dkms-build.in).
 KERNELHOOKDIR ?= /etc/kernel
