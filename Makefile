@@ -119,11 +119,14 @@ vm-test: module tests-bin coll-bin
 # default 6.1 and an RT kernel have it in vm-test), in make test as the
 # lighter pass, with the package's DKMS tests in the chroots of
 # KERNELS_DKMS (sid: the newest kernels; the host's package-test covers
-# bookworm).  test-kernels: the whole suite on every kernel, DKMS in every
-# release.
+# bookworm), the RPMs installed, upgraded and removed with rpm --root in the
+# bullseye chroot (their scriptlets against a real dkms, beside sid's .deb
+# test), and the DKMS-built knem.ko's signature with a throwaway MOK key
+# where dkms 3 is.  test-kernels: the whole suite on every kernel, DKMS in
+# every release.
 KERNELS_FULL ?= bullseye experimental
 KERNELS_DKMS ?= sid
-kernels-test: tests-bin coll-bin deb
+kernels-test: tests-bin coll-bin deb rpm
 	$(SUITE_LIGHT) KNEM_KERNELS_DKMS="$(KERNELS_DKMS)" tests/kernels/matrix.sh all $(KERNELS_FULL)
 
 test-kernels:

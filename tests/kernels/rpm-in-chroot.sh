@@ -84,9 +84,12 @@ trap 'rc=$?; if [ -z "$cleaned" ]; then cleanup; fi; exit $rc' EXIT
 good_kernels() {
 	local b k t
 	for b in "$root"/lib/modules/*/build; do
-		# The link is absolute inside the chroot.
+		# An absolute link points inside the chroot.
 		t=$(readlink "$b") || continue
-		[ "${t#/}" = "$t" ] || t=$root$t
+		case $t in
+		/*) t=$root$t ;;
+		*) t=${b%/build}/$t ;;
+		esac
 		[ -e "$t/include" ] || continue
 		k=${b%/build}
 		k=${k##*/}
