@@ -15,6 +15,9 @@
  *             profile does without CAP_SYS_PTRACE: CMA EPERM, knem works
  *   yama1     ptrace_scope 1 (the reader is no ancestor): CMA EPERM, knem works
  *   yama2     ptrace_scope 2, a reader without CAP_SYS_PTRACE: likewise
+ *   pidns     ptrace_scope 0, the reader in a pid namespace of its own,
+ *             made without privilege (with a user namespace): the owner's
+ *             pid names nothing there, CMA ESRCH; knem needs no pid, works
  *   users     ptrace_scope 0, owner and reader of different uids: CMA
  *             EPERM, and knem refuses too (EPERM): users stay apart
  *   yama3     ptrace_scope 3 (no attach at all, and it cannot be undone:
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -153,7 +157,7 @@ static void owner(uid_t uid, int offer_fd, int done_fd)
 }
 
 /* The reader: both ways, the outcome to the parent. */
-static void reader(uid_t uid, int seccomp, int offer_fd, int out_fd)
+static void reader(uid_t uid, int seccomp, int ns, int offer_fd, int out_fd)
 {
 	static unsigned char dst[LEN];
 	struct outcome res = { 0, 0 };
@@ -167,9 +171,22 @@ static void reader(uid_t uid, int seccomp, int offer_fd, int out_fd)
 		res.cma = res.knem = o.err ? o.err : EPIPE;
 		goto out;
 	}
-	if (become(uid) || (seccomp && deny_cma())) {
+	if (become(uid) || (seccomp && deny_cma()) || (ns && unshare(ns))) {
 		res.cma = res.knem = errno;
 		goto out;
+	}
+	/* A new pid namespace holds the children made after unshare(). */
+	if (ns & CLONE_NEWPID) {
+		pid_t child = fork();
+
+		if (child < 0) {
+			res.cma = res.knem = errno;
+			goto out;
+		}
+		if (child > 0) {
+			waitpid(child, NULL, 0);
+			_exit(0);
+		}
 	}
 	remote.iov_base = (void *)(uintptr_t)o.addr;
 	remote.iov_len = LEN;
@@ -211,12 +228,14 @@ static const char *name_of(int err)
 		return "EPERM";
 	if (err == EACCES)
 		return "EACCES";
+	if (err == ESRCH)
+		return "ESRCH";
 	snprintf(buf, sizeof(buf), "errno %d", err);
 	return buf;
 }
 
-static void setup(const char *what, int scope, int seccomp, uid_t owner_uid, uid_t reader_uid,
-		  int want_cma, int want_knem)
+static void setup(const char *what, int scope, int seccomp, int ns, uid_t owner_uid,
+		  uid_t reader_uid, int want_cma, int want_knem)
 {
 	int offer[2], done[2], out[2];
 	struct outcome res = { -1, -1 };
@@ -236,7 +255,7 @@ static void setup(const char *what, int scope, int seccomp, uid_t owner_uid, uid
 		owner(owner_uid, offer[1], done[0]);
 	b = fork();
 	if (b == 0)
-		reader(reader_uid, seccomp, offer[0], out[1]);
+		reader(reader_uid, seccomp, ns, offer[0], out[1]);
 	if (read(out[0], &res, sizeof(res)) != sizeof(res))
 		res.cma = res.knem = EPIPE;
 	(void)!write(done[1], "x", 1);
@@ -259,14 +278,17 @@ static void setup(const char *what, int scope, int seccomp, uid_t owner_uid, uid
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	setup("none (control: ptrace_scope 0, one uid)", 0, 0, 65001, 65001, 0, 0);
-	setup("seccomp (process_vm_readv/writev -> EPERM, as Docker's default profile)", 0, 1,
+	setup("none (control: ptrace_scope 0, one uid)", 0, 0, 0, 65001, 65001, 0, 0);
+	setup("seccomp (process_vm_readv/writev -> EPERM, as Docker's default profile)", 0, 1, 0,
 	      65001, 65001, EPERM, 0);
-	setup("yama ptrace_scope 1 (reader is not an ancestor)", 1, 0, 65001, 65001, EPERM, 0);
-	setup("yama ptrace_scope 2 (reader without CAP_SYS_PTRACE)", 2, 0, 65001, 65001, EPERM, 0);
-	setup("users apart (uid 65001's region, uid 65002 reads)", 0, 0, 65001, 65002, EPERM, EPERM);
+	setup("pid namespace of the reader's own, unprivileged (with a user namespace)", 0, 0,
+	      CLONE_NEWUSER | CLONE_NEWPID, 65001, 65001, ESRCH, 0);
+	setup("yama ptrace_scope 1 (reader is not an ancestor)", 1, 0, 0, 65001, 65001, EPERM, 0);
+	setup("yama ptrace_scope 2 (reader without CAP_SYS_PTRACE)", 2, 0, 0, 65001, 65001, EPERM, 0);
+	setup("users apart (uid 65001's region, uid 65002 reads)", 0, 0, 0, 65001, 65002, EPERM,
+	      EPERM);
 	/* Sticky: nothing can lower it again, so last. */
-	setup("yama ptrace_scope 3 (no attach at all)", 3, 0, 65001, 65001, EPERM, 0);
+	setup("yama ptrace_scope 3 (no attach at all)", 3, 0, 0, 65001, 65001, EPERM, 0);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
