@@ -52,15 +52,19 @@ perms() {
 	[ "$got" = "$2" ]
 }
 counters_perms() {
-	n=0
+	files=
 	for f in "$sys"/*; do
 		[ -f "$f" ] || continue
 		case ${f##*/} in uevent|dev) continue ;; esac
-		perms "$f" "$1" > /dev/null || { perms "$f" "$1"; return 1; }
-		n=$((n + 1))
+		files="$files $f"
 	done
-	echo "$n counter files: $1"
-	[ "$n" -gt 10 ]
+	set -- "$1" $files
+	want=$1
+	shift
+	# One stat for all (each program started over 9p costs a second of TCG).
+	got=$(stat -c '%a %U:%G' "$@" | sort -u)
+	echo "$# counter files: $got"
+	[ "$#" -gt 10 ] && [ "$got" = "$want" ]
 }
 apply() {
 	printf 'KNEM_RS_ACCESS=%s\n' "$1" > /etc/knem-rs/device.conf &&
