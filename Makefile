@@ -85,7 +85,9 @@ clippy:
 # Per kernel: the whole in-VM suite (tests/vm/full-suite.sh: the shim's
 # own checks, the C conformance programs, the suite alone and with the
 # test-only DMA provider, every collective on teams of 1 to 8, 200
-# unload/load cycles).
+# unload/load cycles), and once, on VM_FULL_KERNEL, the refusal of an
+# unsigned and of an untrusted-key-signed knem.ko under module.sig_enforce=1
+# (tests/vm/sig-enforce.sh, two short boots).
 # TCG takes about 8 minutes per kernel for the whole collectives check
 # (teams of 1 to 8 up to 16 MiB+3), so make test runs it up to 1 MiB+3 on
 # VM_FULL_KERNEL (SUITE_MAIN; the interop stage moves 16 MiB+3 messages
@@ -106,6 +108,8 @@ vm-test: module tests-bin coll-bin
 			$(SUITE_LIGHT) tests/vm/full-suite.sh --kernel $$k; \
 		fi; \
 	done
+	@echo "=== module signatures enforced (module.sig_enforce=1) on kernel $(VM_FULL_KERNEL) ==="
+	tests/vm/sig-enforce.sh --kernel $(VM_FULL_KERNEL)
 
 # The kernel matrix (tests/kernels/matrix.sh): a debootstrap chroot per
 # Debian release, bullseye to experimental; in each, knem.ko built for every
@@ -116,11 +120,14 @@ vm-test: module tests-bin coll-bin
 # default 6.1 and an RT kernel have it in vm-test), in make test as the
 # lighter pass, with the package's DKMS tests in the chroots of
 # KERNELS_DKMS (sid: the newest kernels; the host's package-test covers
-# bookworm).  test-kernels: the whole suite on every kernel, DKMS in every
-# release.
+# bookworm), the RPMs installed, upgraded and removed with rpm --root in the
+# bullseye chroot (their scriptlets against a real dkms, beside sid's .deb
+# test), and the DKMS-built knem.ko's signature with a throwaway MOK key
+# where dkms 3 is.  test-kernels: the whole suite on every kernel, DKMS in
+# every release.
 KERNELS_FULL ?= bullseye experimental
 KERNELS_DKMS ?= sid
-kernels-test: tests-bin coll-bin deb
+kernels-test: tests-bin coll-bin deb rpm
 	$(SUITE_LIGHT) KNEM_KERNELS_DKMS="$(KERNELS_DKMS)" tests/kernels/matrix.sh all $(KERNELS_FULL)
 
 test-kernels:
@@ -328,6 +335,10 @@ DKMS_SRCDIR ?= $(PREFIX)/src/$(DIST_NAME)
 UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
 SECLIMITSDIR ?= /etc/security/limits.d
+# /etc/knem-rs/device.conf: who may open /dev/knem (read by 60-knem.rules).
+KNEMCONFDIR ?= /etc/knem-rs
+# Helpers run by udev and the kernel hooks; 60-knem.rules names this path.
+KNEMLIBEXECDIR ?= $(PREFIX)/lib/$(PKG_NAME)
 BINDIR ?= $(PREFIX)/bin
 SYSCONFDIR ?= /etc
 
@@ -436,6 +447,8 @@ install-dkms:
 	install -D -m 0644 packaging/60-knem.rules $(DESTDIR)$(UDEVRULESDIR)/60-knem.rules
 	install -D -m 0644 packaging/modules-load-knem.conf $(DESTDIR)$(MODULESLOADDIR)/knem.conf
 	install -D -m 0644 packaging/limits-knem-rs.conf $(DESTDIR)$(SECLIMITSDIR)/knem-rs.conf
+	install -D -m 0644 packaging/device.conf $(DESTDIR)$(KNEMCONFDIR)/device.conf
+	install -D -m 0755 packaging/counters-access $(DESTDIR)$(KNEMLIBEXECDIR)/counters-access
 
 # The Debian package's kernel hooks (see packaging/dkms-build.in).
 KERNELHOOKDIR ?= /etc/kernel

@@ -14,6 +14,14 @@
 #      log, and knem-rs-dkms stays configured;
 #   4. apt purge leaves no knem.ko behind.
 #
+# Module signing (Secure Boot): with KNEM_DKMS_MOK=DIR, a throwaway key
+# pair made by matrix.sh (DIR/test.key, DIR/test.der; DIR/signer and
+# DIR/sig_key hold its subject CN and serial as modinfo prints them), dkms 3
+# is pointed at it (mok_signing_key, mok_certificate in
+# /etc/dkms/framework.conf.d/) before step 1, and every knem.ko of steps 1
+# and 2 must carry its signature (modinfo -F signer, -F sig_key).  dkms 2
+# (bullseye) has no such setting: skipped, and said so.
+#
 # Prints "failing-kernel apt exit code: N"; the last line is
 # "N passed, N failed, N skipped".
 set -uo pipefail
@@ -73,20 +81,64 @@ no_module_left() {
 	[ ! -e "/usr/src/$name-$version" ] || { echo "left behind: /usr/src/$name-$version"; return 1; }
 }
 
+mok=${KNEM_DKMS_MOK:-}
+mok_conf=/etc/dkms/framework.conf.d/knem-rs-test-mok.conf
+# The chroot is kept between runs: the test key must not outlive this one.
+trap 'rm -f "$mok_conf"' EXIT
+
+# knem.ko of kernel $1 is signed with the key in $mok.
+module_signed() {
+	local ko signer key
+	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
+	signer=$(modinfo -F signer "$ko")
+	key=$(modinfo -F sig_key "$ko")
+	echo "knem.ko of $1: signer: $signer"
+	echo "knem.ko of $1: sig_key: $key"
+	echo "knem.ko of $1: sig_hashalgo: $(modinfo -F sig_hashalgo "$ko")"
+	echo "expected: signer $(cat "$mok/signer"), sig_key $(cat "$mok/sig_key")"
+	[ -n "$signer" ] && [ "$signer" = "$(cat "$mok/signer")" ] && [ "$key" = "$(cat "$mok/sig_key")" ]
+}
+signing=
+check_signed() {
+	local k
+	[ -n "$signing" ] || return 0
+	for k in "$@"; do
+		check "knem.ko of $k carries the configured key's signature (modinfo -F signer, sig_key)" module_signed "$k"
+		# The output the check judged, for the run's summary.
+		module_signed "$k" 2> /dev/null | grep '^knem.ko of' | sed 's/^/     > /'
+	done
+}
+
 deb=$(ls "$debdir"/knem-rs-dkms_"$version"-*_all.deb 2> /dev/null | tail -n 1)
 [ -n "$deb" ] || { echo "no knem-rs-dkms .deb in $debdir"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
-say "1. install ($(dkms --version 2>&1 | head -n 1), $(gcc --version | head -n 1))"
+dkms_version=$(dkms --version 2>&1 | head -n 1)
+say "0. module signing key ($dkms_version)"
+if [ -z "$mok" ]; then
+	skip "module signing: no key pair given (KNEM_DKMS_MOK)"
+elif ! [[ $dkms_version =~ ^dkms[-:]([0-9]+) ]] || [ "${BASH_REMATCH[1]}" -lt 3 ]; then
+	skip "module signing: $dkms_version has no mok_signing_key/mok_certificate (dkms 3 has)"
+elif mkdir -p /etc/dkms/framework.conf.d &&
+	printf 'mok_signing_key=%s\nmok_certificate=%s\n' "$mok/test.key" "$mok/test.der" > "$mok_conf"; then
+	signing=1
+	ok "module signing: $mok_conf points dkms at the test key ($(cat "$mok/signer"))"
+else
+	bad "module signing: cannot write $mok_conf"
+fi
+
+say "1. install ($dkms_version, $(gcc --version | head -n 1))"
 check "apt purge linux-headers-$upgrade_kver (until the upgrade)" \
 	apt-get purge -y "linux-headers-$upgrade_kver"
 check "apt install $(basename "$deb")" apt-get install -y "$deb"
 check_built_for_every_kernel "in this chroot"
+check_signed $kernels
 
 say "2. kernel upgrade: $upgrade_kver"
 check "apt install ${apt_opts[*]} linux-headers-$upgrade_kver" \
 	apt-get install -y "${apt_opts[@]}" "linux-headers-$upgrade_kver"
 check "the kernel hook built and installed knem.ko for $upgrade_kver" dkms_installed_for "$upgrade_kver"
 check "knem.ko of $upgrade_kver is built for $upgrade_kver (vermagic)" module_matches_kernel "$upgrade_kver"
+check_signed "$upgrade_kver"
 
 say "3. a kernel knem.ko does not build for: $broken_kver"
 make_broken_headers || bad "dpkg-deb could not build linux-headers-$broken_kver"

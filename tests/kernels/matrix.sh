@@ -15,8 +15,10 @@
 #                       kernel, in its release's chroot, from the tarball of
 #                       `make dist` (build/dist/knem-rs-*.tar.gz)
 #   matrix.sh dkms      the knem-rs-dkms .deb (make deb) in each chroot: DKMS
-#                       builds for every kernel, a kernel upgrade, a kernel
-#                       the module cannot build for (dkms-in-chroot.sh)
+#                       builds for every kernel, signed with a throwaway
+#                       key where dkms 3 can be told to, a kernel upgrade,
+#                       a kernel the module cannot build for
+#                       (dkms-in-chroot.sh)
 #   matrix.sh vm [NAME...|all]
 #                       boot each kernel's image (tests/vm/run --kernel-image)
 #                       with its chroot-built knem.ko: the shim's checks and
@@ -40,6 +42,9 @@
 #   KNEM_KERNELS_MIRROR    Debian mirror (default http://deb.debian.org/debian)
 #   KNEM_KERNELS_TARBALL   the source tarball (default build/dist/knem-rs-*.tar.gz)
 #   KNEM_KERNELS_REFRESH   1: prepare the chroots anew even if prepared before
+#   KNEM_KERNELS_RPM       the chroot where the RPMs are installed, upgraded
+#                          and removed with rpm --root (default bullseye;
+#                          empty: none)
 #   KNEM_KERNELS_DKMS      chroots whose package install, upgrade and failing
 #                          kernel `dkms` tests (default: every chroot)
 set -euo pipefail
@@ -416,6 +421,20 @@ cmd_build() {
 
 # ---- dkms -------------------------------------------------------------------
 
+# make_test_mok DIR CN: a throwaway key pair for DKMS to sign with (DIR/test.key,
+# DIR/test.der), and what modinfo must then print: DIR/signer (the CN) and
+# DIR/sig_key (the serial, as colon-separated hex).  Made here: the
+# chroots have no openssl.
+make_test_mok() {
+	local d=$1 cn=$2
+	rm -rf "$d" && mkdir -p "$d"
+	openssl req -new -x509 -nodes -days 2 -subj "/CN=$cn" -newkey rsa:2048 \
+		-keyout "$d/test.key" -outform DER -out "$d/test.der" || return 1
+	echo "$cn" > "$d/signer"
+	openssl x509 -inform DER -in "$d/test.der" -noout -serial |
+		sed 's/^serial=//; s/\(..\)/\1:/g; s/:$//' > "$d/sig_key"
+}
+
 # Per chroot: the .deb packages installed there, DKMS building for each
 # kernel, an upgrade to the chroot's last kernel, a kernel that fails
 # (tests/kernels/dkms-in-chroot.sh).
@@ -428,8 +447,10 @@ dkms_chroot() {
 	tar -xzf "$tb" -C "$root/build"
 	cp "$debdir"/knem-rs-dkms_*_all.deb "$root/build/deb/"
 	read -r _ up up_suite < <(tail -n 1 "$dir/kernels-$c")
+	make_test_mok "$root/build/mok" "knem-rs test signing key ($c)" > "$dir/logs/mok-$c.log" 2>&1 ||
+		die "$c: openssl could not make the test signing key; see $dir/logs/mok-$c.log"
 	rc=0
-	in_root "$c" "/build/$src/tests/kernels/dkms-in-chroot.sh" /build/deb "$up" \
+	in_root "$c" KNEM_DKMS_MOK=/build/mok "/build/$src/tests/kernels/dkms-in-chroot.sh" /build/deb "$up" \
 		$(target_of "$up_suite" "$c") > "$log" 2>&1 || rc=$?
 	grep -E '^(ok|FAIL|skip|----|     >)|^kernels with|^failing-kernel|passed, .* failed(, [0-9]+ skipped)?$' "$log" | sed "s/^/[$c] /"
 	timing "dkms-$c" $((SECONDS - t0))
@@ -457,12 +478,42 @@ dkms_chroot() {
 	return $rc
 }
 
+# The RPMs of make rpm installed, upgraded and removed in chroot $1 with
+# this machine's rpm (tests/kernels/rpm-in-chroot.sh): their scriptlets run
+# for real against the release's dkms and headers.
+rpm_chroot() {
+	local c=$1 tb=$2 t0=$SECONDS log rc=0 name kver suite
+	log=$dir/logs/rpm-$c.log
+	KNEM_RPM_LOGDIR=$dir/logs/rpm-$c "$top/tests/kernels/rpm-in-chroot.sh" "$(root_of "$c")" "$tb" \
+		"$top/build/rpm/RPMS" > "$log" 2>&1 || rc=$?
+	grep -E '^(ok|FAIL|skip|----|     >)|^kernels with|passed, .* failed(, [0-9]+ skipped)?$' "$log" | sed "s/^/[rpm $c] /"
+	timing "rpm-$c" $((SECONDS - t0))
+	while read -r name kver suite; do
+		if [ "$rc" -eq 0 ]; then result "$name" rpm ok; else result "$name" rpm FAIL; fi
+	done < "$dir/kernels-$c"
+	return $rc
+}
+
+# KNEM_KERNELS_RPM (default bullseye, whose chroot the dkms step of make
+# test leaves idle: the RPM test runs beside sid's .deb test): the chroot
+# of the RPM test; empty: none.
 cmd_dkms() {
-	local tb debdir=$top/build/deb failed=0
+	local tb debdir=$top/build/deb failed=0 rpm_c=${KNEM_KERNELS_RPM-bullseye} rpm_pid=
 	tb=$(tarball)
 	ls "$debdir"/knem-rs-dkms_*_all.deb > /dev/null 2>&1 || die "no knem-rs-dkms .deb in $debdir (make deb)"
 	prepared > /dev/null
+	if [ -n "$rpm_c" ]; then
+		[ -f "$dir/kernels-$rpm_c" ] || die "KNEM_KERNELS_RPM=$rpm_c: chroot $rpm_c is not prepared"
+		ls "$top"/build/rpm/RPMS/noarch/knem-rs-dkms-*.rpm > /dev/null 2>&1 || die "no RPMs in build/rpm (make rpm)"
+		# Not beside a .deb test in the same chroot.
+		if [[ " ${KNEM_KERNELS_DKMS:-$(chroots | tr '\n' ' ')} " == *" $rpm_c "* ]]; then
+			rpm_chroot "$rpm_c" "$tb" || failed=1
+		else
+			rpm_chroot "$rpm_c" "$tb" & rpm_pid=$!
+		fi
+	fi
 	only_chroots=${KNEM_KERNELS_DKMS:-} two_at_a_time dkms_chroot "$tb" "$debdir" || failed=1
+	[ -z "$rpm_pid" ] || wait "$rpm_pid" || failed=1
 	return $failed
 }
 
@@ -517,15 +568,17 @@ cmd_vm() {
 
 cmd_report() {
 	local name kver suite c k v
-	printf '| kernel | suite | build (own chroot) | loads | smoke | conformance | full suite | DKMS install | upgrade | failing-kernel apt rc |\n'
-	printf '|---|---|---|---|---|---|---|---|---|---|\n'
+	printf '| kernel | suite | build (own chroot) | loads | smoke | conformance | full suite | DKMS install | upgrade | failing-kernel apt rc | RPM scriptlets |\n'
+	printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 	while read -r name kver suite c; do
 		printf '| %s | %s' "$kver" "$suite"
-		for k in build loads smoke conformance full dkms upgrade failing-apt-rc; do
+		for k in build loads smoke conformance full dkms upgrade failing-apt-rc rpm; do
 			if [ -f "$dir/results/$name/$k" ]; then
 				v=$(cat "$dir/results/$name/$k")
 			elif [ "$k" = upgrade ]; then
 				v=-	# only the chroot's last kernel is the upgrade
+			elif [ "$k" = rpm ]; then
+				v=-	# only KNEM_KERNELS_RPM's chroot has the RPM test
 			else
 				v="not run"
 			fi

@@ -8,7 +8,8 @@
 #      rebuilds it from the Rust sources with KNEM_RS_REBUILD_CORE=1, bit
 #      for bit), each kernel that has an image boots in the VM with that
 #      knem.ko and passes tests/vm/smoke.sh, knem_io.h and the tools work;
-#      the C API's installed example compiles with pkg-config knem_rs
+#      /dev/knem's two access modes (device.conf, udev, the group knem)
+#      hold in the VM; the C API's installed example compiles with pkg-config knem_rs
 #      against the installed library only, shared and static, and passes as
 #      a knem-run team here (CMA, shm) and in the VM over the knem module;
 #   3. kernel upgrade: installing another kernel's headers builds knem.ko
@@ -189,6 +190,16 @@ capi_vm_knem() {
 	tr -d '\r' <<< "$out" | grep -qx "example: 3 ranks over knem ok"
 }
 
+# The installed udev rule, helper, device.conf and group, in the VM over
+# the host's root (tests/vm/device-access.sh): both access modes.
+device_access_vm() {
+	local ko
+	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
+	cc -static -O2 -Wall -Wextra -Werror -Iinclude -o "$work/device-access" tests/vm/device-access.c || return 1
+	tests/vm/run --kernel "$1" --module "$ko" --host-root --add "$work/device-access" \
+		--add tests/vm/device-access.sh -- device-access.sh
+}
+
 # FORMAT PACKAGE LISTING: compare a package's file list with expected-files.txt.
 contents_match() {
 	local fmt=$1 pkg=$2 listing=$3 want allow line f status=0
@@ -226,7 +237,7 @@ nothing_left() {
 	fi
 	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \
 		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf \
-		/etc/security/limits.d/knem-rs.conf \
+		/etc/security/limits.d/knem-rs.conf /etc/knem-rs/device.conf /usr/lib/knem-rs \
 		/usr/include/knem_io.h /usr/include/knem_rs.h /usr/share/pkgconfig/knem-rs.pc \
 		$libdir/libknem_rs.* $libdir/pkgconfig/knem_rs.pc \
 		/usr/share/doc/knem-rs-dkms /usr/share/doc/libknem-rs0 /usr/share/doc/libknem-rs-dev \
@@ -310,7 +321,10 @@ else
 		apt-get install -y "./$deb_dkms" "./$deb_lib" "./$deb_dev" "./$deb_tools"
 	check_built_for_every_kernel "on this machine"
 	check "udev rule and modules-load.d entry installed" bash -c \
-		"grep -q 'KERNEL==\"knem\".*MODE=\"0666\"' /usr/lib/udev/rules.d/60-knem.rules && grep -qx knem /usr/lib/modules-load.d/knem.conf"
+		"grep -q 'IMPORT{file}=\"/etc/knem-rs/device.conf\"' /usr/lib/udev/rules.d/60-knem.rules && grep -qx knem /usr/lib/modules-load.d/knem.conf"
+	check "device access: /etc/knem-rs/device.conf says all (the default), the group knem exists, counters-access runs" \
+		bash -c "grep -qx KNEM_RS_ACCESS=all /etc/knem-rs/device.conf && getent group knem &&
+		 test -x /usr/lib/knem-rs/counters-access"
 	check "knem_io.h compiles from /usr/include with pkg-config" bash -c \
 		"printf '#include <knem_io.h>\nint main(void) { return KNEM_ABI_VERSION != 0x0d; }\n' > '$work/t.c' &&
 		 cc \$(pkg-config --cflags knem-rs) -o '$work/t' '$work/t.c' && '$work/t' && pkg-config --modversion knem-rs | grep -qx '$version'"
@@ -352,7 +366,12 @@ else
 				skip "VM: kernel $k has headers but no /boot/vmlinuz-$k to boot"
 			fi
 		done
-		# Once, on the first kernel that boots: the C API over the module.
+		# Once, on the first kernel that boots: the C API over the module,
+		# and both access modes of device.conf applied by the real udev.
+		if [ -n "$booted" ]; then
+			check "VM: kernel $booted, udev applies device.conf: all (0666), group (root:knem 0660, EACCES outside knem), all" \
+				device_access_vm "$booted"
+		fi
 		if [ -z "$booted" ]; then
 			bad "VM: no kernel with headers has an image in /boot: nothing booted the DKMS-built knem.ko"
 		elif [ -z "$capi_static" ]; then
