@@ -131,10 +131,6 @@ pub struct Table {
     /// Slots release_ctx looked at (host tests).
     #[cfg(test)]
     pub scanned: AtomicUsize,
-    /// Most slots release_ctx looked at in one hold of the lock (host
-    /// tests).
-    #[cfg(test)]
-    pub scanned_per_hold: AtomicUsize,
 }
 
 /// Live regions per account level, and in all (per context: in the
@@ -207,8 +203,6 @@ impl Table {
             hold_work: AtomicU64::new(0),
             #[cfg(test)]
             scanned: AtomicUsize::new(0),
-            #[cfg(test)]
-            scanned_per_hold: AtomicUsize::new(0),
         }
     }
 
@@ -570,8 +564,6 @@ impl Table {
                     n += 1;
                 }
                 hold.scanned = (next - first) as u64;
-                #[cfg(test)]
-                self.scanned_per_hold.fetch_max(next - first, Relaxed);
                 used
             };
             // Unpinning may take a while: do it without the table lock.

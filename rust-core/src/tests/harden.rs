@@ -338,28 +338,6 @@ fn namespaced_regions_share_their_accounts_bound() {
     finish(&d, vec![fresh]);
 }
 
-/// A context whose regions sit far apart in the table is released in
-/// holds of the table lock that each look at a bounded number of slots,
-/// and every region of it goes.
-#[test]
-fn release_ctx_scans_a_bounded_number_of_slots_per_hold() {
-    let d = dev();
-    let (sparse, busy) = (d.ctx_new(1).unwrap(), d.ctx_new(2).unwrap());
-    let m = d.env.map(4096, true);
-    create(&d, &sparse, &[(m, 8)], R, 0).unwrap();
-    for _ in 0..20_000 {
-        create(&d, &busy, &[(m, 8)], R, 0).unwrap();
-    }
-    create(&d, &sparse, &[(m, 8)], R, 0).unwrap();
-    d.table.scanned_per_hold.store(0, SeqCst);
-    d.ctx_release(sparse);
-    let most = d.table.scanned_per_hold.load(SeqCst);
-    assert!(most <= 1024, "{most} slots in one hold");
-    assert_eq!(d.table.user_regions(&d.env, 1), 0);
-    assert_eq!(d.stats.snapshot().regions, 20_000);
-    finish(&d, vec![busy]);
-}
-
 /// Releasing a context that has no region left looks at no slot, and one
 /// whose only region is in the first slot stops there, however many
 /// regions other contexts hold.

@@ -70,6 +70,11 @@ fn sparse_release_hold_work_bounded() {
         (SCAN_PER_HOLD as u64..=SCAN_PER_HOLD as u64 + KEYS_MOVED_MAX).contains(&most),
         "{most} slots and count entries in one hold, expected a full scan window"
     );
+    assert_eq!(
+        d.table.user_regions(&d.env, 1),
+        0,
+        "a region of it was left"
+    );
     assert_eq!(busy.regions.get(), 20_000);
     finish(&d, vec![busy]);
 }
