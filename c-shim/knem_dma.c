@@ -71,6 +71,17 @@ void knem_dma_test_delay(void)
 /* Batches abandoned and not yet called back by the engine. */
 static atomic_t knem_dma_abandoned_nr = ATOMIC_INIT(0);
 
+/*
+ * An abandoned batch keeps its piece array (up to 640 KiB) and its page
+ * references until the engine calls it back.  An engine that stalls while
+ * submitters time out or die would pile them up without end, outside any
+ * fd's bounds, so past this many the channel counts as unusable and
+ * copies go to the CPU until the engine catches up.
+ */
+static uint dma_abandoned_max = 64;
+module_param(dma_abandoned_max, uint, 0644);
+MODULE_PARM_DESC(dma_abandoned_max, "abandoned batches the engine has not called back yet past which copies go to the CPU");
+
 static int knem_dma_abandoned_get(char *buf, const struct kernel_param *kp)
 {
 	return sprintf(buf, "%d\n", atomic_read(&knem_dma_abandoned_nr));
@@ -427,6 +438,8 @@ void *knem_shim_dma_begin(void *shim)
 	struct dma_chan *chan;
 
 	knem_might_sleep();
+	if ((uint)atomic_read(&knem_dma_abandoned_nr) >= READ_ONCE(dma_abandoned_max))
+		return NULL;
 	chan = knem_dma_get();
 	if (!chan)
 		return NULL;

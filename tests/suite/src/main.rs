@@ -127,6 +127,7 @@ const TESTS: &[Test] = &[
     ("dma_async_batches_charged",               t_dma::async_batches_charged),
     ("dma_async_pieces_bounded",                t_dma::async_pieces_bounded),
     ("dma_finish_async_abandoned_batch",        t_dmafinish::dma_finish_async_abandoned_batch),
+    ("dma_abandoned_batches_bounded",           t_dma::abandoned_batches_bounded),
     // Issue 4: hardening.
     ("memlock_limit_enforced",                  t_harden::memlock_limit_enforced),
     ("memlock_refusals_counted",                t_harden::memlock_refusals_counted),

@@ -1108,3 +1108,106 @@ pub fn async_pieces_bounded() -> TestResult {
     }
     dev.destroy_region(k).ctx("destroy")
 }
+
+/// Sets knem's dma_abandoned_max while it lives, back to what it was
+/// after.  A module without the parameter (before the bound) is left as
+/// it is, and the test then sees how it behaves unbounded.
+struct AbandonedMax(Option<u64>);
+
+impl AbandonedMax {
+    fn set(n: u64) -> TestResult<AbandonedMax> {
+        let old = knem_param("dma_abandoned_max");
+        match old {
+            Some(_) => std::fs::write(format!("{KNEM_PARAMS}/dma_abandoned_max"), format!("{n}\n"))
+                .ctx("dma_abandoned_max")?,
+            None => eprintln!("note: knem has no dma_abandoned_max"),
+        }
+        Ok(AbandonedMax(old))
+    }
+}
+
+impl Drop for AbandonedMax {
+    fn drop(&mut self) {
+        if let Some(v) = self.0 {
+            let _ = std::fs::write(format!("{KNEM_PARAMS}/dma_abandoned_max"), format!("{v}\n"));
+        }
+    }
+}
+
+/// Batches given up on are bounded node-wide, not only per fd: with the
+/// engine parking every descriptor and a 200 ms timeout, the first
+/// `dma_abandoned_max` (3 here) one-page DMA copies end FAILED and leave
+/// one abandoned batch each; past that, copies go to the CPU (SUCCESS,
+/// bytes checked) and nothing more is abandoned or given to the engine.
+/// Once the engine runs what it parked, the batches are reaped and copies
+/// use the engine again.  (Found by a 30-minute fuzz: a stalling engine
+/// and dying submitters piled up 735 MiB of abandoned batches.)
+pub fn abandoned_batches_bounded() -> TestResult {
+    const MAX: u64 = 3;
+    ensure_provider()?;
+    let _k = Knobs;
+    let _t = DmaTimeout::set(200);
+    let _m = AbandonedMax::set(MAX)?;
+    ensure!(
+        knem_param("dma_abandoned") == Some(0),
+        "dma_abandoned is {:?} at the start",
+        knem_param("dma_abandoned")
+    );
+    set_provider_param("stall", 1000)?;
+    let l = DmaLoop::new(1)?;
+    let req = CopyRequest {
+        src: l.src,
+        src_offset: 0,
+        dst: l.dst,
+        dst_offset: 0,
+        length: None,
+        flags: CopyFlags::DMA,
+        async_status_index: 0,
+    };
+    for i in 0..MAX {
+        let r = l.dev.copy_with(&req);
+        ensure!(
+            matches!(r, Ok(Status::Failed)),
+            "copy {i} with the engine parking everything ended {r:?}, expected FAILED"
+        );
+        ensure!(
+            knem_param("dma_abandoned") == Some(i + 1),
+            "after {} timed-out copies dma_abandoned is {:?}",
+            i + 1,
+            knem_param("dma_abandoned")
+        );
+    }
+    let parked = provider_param("stalled")?;
+    for i in 0..4u64 {
+        l.copy(
+            0x40 + i as u8,
+            &format!("copy {} past dma_abandoned_max", MAX + i),
+        )?;
+    }
+    ensure!(
+        knem_param("dma_abandoned") == Some(MAX),
+        "dma_abandoned is {:?} after 4 more copies, bound {MAX}",
+        knem_param("dma_abandoned")
+    );
+    ensure!(
+        provider_param("stalled")? == parked,
+        "copies past the bound still went to the engine ({} parked, {parked} before)",
+        provider_param("stalled")?
+    );
+    set_provider_param("stall", 0)?;
+    ensure!(
+        wait_until(5, || Ok(
+            provider_param("stalled")? == 0 && knem_param("dma_abandoned") == Some(0)
+        ))?,
+        "after the stall: {} parked, dma_abandoned {:?}",
+        provider_param("stalled")?,
+        knem_param("dma_abandoned")
+    );
+    let done0 = provider_param("done")?;
+    l.copy(0x77, "the copy after the engine caught up")?;
+    ensure!(
+        provider_param("done")? > done0,
+        "after the engine caught up, the copy did not go to it"
+    );
+    Ok(())
+}
