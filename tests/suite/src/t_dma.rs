@@ -88,33 +88,48 @@ pub(crate) fn knem_param(name: &str) -> Option<u64> {
     s.trim().parse().ok()
 }
 
+/// A knem module parameter set while this lives, and back to what it was
+/// after.  A module without the parameter is left as it is (`was` None).
+pub(crate) struct KnemParam {
+    name: &'static str,
+    was: Option<u64>,
+}
+
+impl KnemParam {
+    pub(crate) fn set(name: &'static str, v: u64) -> KnemParam {
+        let mut was = knem_param(name);
+        if was.is_some()
+            && std::fs::write(format!("{KNEM_PARAMS}/{name}"), format!("{v}\n")).is_err()
+        {
+            was = None;
+        }
+        if was.is_none() {
+            eprintln!("note: knem has no {name} to set");
+        }
+        KnemParam { name, was }
+    }
+}
+
+impl Drop for KnemParam {
+    fn drop(&mut self) {
+        if let Some(v) = self.was {
+            let _ = std::fs::write(format!("{KNEM_PARAMS}/{}", self.name), format!("{v}\n"));
+        }
+    }
+}
+
 /// Sets knem's dma_timeout_ms while it lives, back to what it was after.
 /// A module without the parameter has the fixed 10 s.
 pub(crate) struct DmaTimeout {
-    old: Option<u64>,
+    _param: KnemParam,
     ms: u64,
 }
 
 impl DmaTimeout {
     pub(crate) fn set(ms: u64) -> DmaTimeout {
-        let path = format!("{KNEM_PARAMS}/dma_timeout_ms");
-        let old = knem_param("dma_timeout_ms");
-        if old.is_some() && std::fs::write(&path, format!("{ms}\n")).is_ok() {
-            return DmaTimeout { old, ms };
-        }
-        eprintln!("note: no knem dma_timeout_ms: the timeout is 10 s");
-        DmaTimeout {
-            old: None,
-            ms: 10_000,
-        }
-    }
-}
-
-impl Drop for DmaTimeout {
-    fn drop(&mut self) {
-        if let Some(v) = self.old {
-            let _ = std::fs::write(format!("{KNEM_PARAMS}/dma_timeout_ms"), format!("{v}\n"));
-        }
+        let param = KnemParam::set("dma_timeout_ms", ms);
+        let ms = if param.was.is_some() { ms } else { 10_000 };
+        DmaTimeout { _param: param, ms }
     }
 }
 
@@ -1116,31 +1131,6 @@ pub fn async_pieces_bounded() -> TestResult {
     dev.destroy_region(k).ctx("destroy")
 }
 
-/// Sets knem's dma_abandoned_max while it lives, back to what it was
-/// after.  A module without the parameter (before the bound) is left as
-/// it is, and the test then sees how it behaves unbounded.
-struct AbandonedMax(Option<u64>);
-
-impl AbandonedMax {
-    fn set(n: u64) -> TestResult<AbandonedMax> {
-        let old = knem_param("dma_abandoned_max");
-        match old {
-            Some(_) => std::fs::write(format!("{KNEM_PARAMS}/dma_abandoned_max"), format!("{n}\n"))
-                .ctx("dma_abandoned_max")?,
-            None => eprintln!("note: knem has no dma_abandoned_max"),
-        }
-        Ok(AbandonedMax(old))
-    }
-}
-
-impl Drop for AbandonedMax {
-    fn drop(&mut self) {
-        if let Some(v) = self.0 {
-            let _ = std::fs::write(format!("{KNEM_PARAMS}/dma_abandoned_max"), format!("{v}\n"));
-        }
-    }
-}
-
 /// Batches given up on are bounded node-wide, not only per fd: with the
 /// engine parking every descriptor and a 200 ms timeout, the first
 /// `dma_abandoned_max` (3 here) one-page DMA copies end FAILED and leave
@@ -1154,7 +1144,7 @@ pub fn abandoned_batches_bounded() -> TestResult {
     ensure_provider()?;
     let _k = Knobs;
     let _t = DmaTimeout::set(200);
-    let _m = AbandonedMax::set(MAX)?;
+    let _m = KnemParam::set("dma_abandoned_max", MAX);
     ensure!(
         knem_param("dma_abandoned") == Some(0),
         "dma_abandoned is {:?} at the start",
