@@ -105,6 +105,30 @@ static DEFINE_MUTEX(knem_table_mutex);
 static ktime_t knem_table_locked_at;	/* under knem_table_mutex */
 static atomic64_t knem_table_hold_ns_max = ATOMIC64_INIT(0);
 
+void knem_fault_max_note(atomic64_t *max, s64 v)
+{
+	s64 old = atomic64_read(max);
+
+	while (v > old && !atomic64_try_cmpxchg(max, &old, v))
+		;
+}
+
+static int knem_fault_max_get(char *buf, const struct kernel_param *kp)
+{
+	return sprintf(buf, "%lld\n", atomic64_read((atomic64_t *)kp->arg));
+}
+
+static int knem_fault_max_reset(const char *val, const struct kernel_param *kp)
+{
+	atomic64_set((atomic64_t *)kp->arg, 0);
+	return 0;
+}
+
+const struct kernel_param_ops knem_fault_max_ops = {
+	.get = knem_fault_max_get,
+	.set = knem_fault_max_reset,
+};
+
 static void knem_table_hold_begin(void)
 {
 	knem_table_locked_at = ktime_get();
@@ -112,31 +136,12 @@ static void knem_table_hold_begin(void)
 
 static void knem_table_hold_end(void)
 {
-	s64 ns = ktime_to_ns(ktime_sub(ktime_get(), knem_table_locked_at));
-	s64 old = atomic64_read(&knem_table_hold_ns_max);
-
-	while (ns > old &&
-	       !atomic64_try_cmpxchg(&knem_table_hold_ns_max, &old, ns))
-		;
+	knem_fault_max_note(&knem_table_hold_ns_max,
+			    ktime_to_ns(ktime_sub(ktime_get(),
+						  knem_table_locked_at)));
 }
 
-static int knem_table_hold_ns_get(char *buf, const struct kernel_param *kp)
-{
-	return sprintf(buf, "%lld\n", atomic64_read(&knem_table_hold_ns_max));
-}
-
-static int knem_table_hold_ns_reset(const char *val,
-				    const struct kernel_param *kp)
-{
-	atomic64_set(&knem_table_hold_ns_max, 0);
-	return 0;
-}
-
-static const struct kernel_param_ops knem_table_hold_ns_ops = {
-	.get = knem_table_hold_ns_get,
-	.set = knem_table_hold_ns_reset,
-};
-module_param_cb(fault_table_hold_ns, &knem_table_hold_ns_ops, NULL, 0644);
+module_param_cb(fault_table_hold_ns, &knem_fault_max_ops, &knem_table_hold_ns_max, 0644);
 MODULE_PARM_DESC(fault_table_hold_ns, "test builds: longest hold of the region table mutex (ns; write to reset)");
 
 static int knem_table_hold_work_get(char *buf, const struct kernel_param *kp)

@@ -69,25 +69,8 @@ static uint fault_pin_check_delay_us;
 module_param(fault_pin_check_delay_us, uint, 0644);
 MODULE_PARM_DESC(fault_pin_check_delay_us, "test builds: sleep this long between pinning and the refcount check (us)");
 
-static atomic_t knem_pin_refs_peak = ATOMIC_INIT(0);
-
-static int knem_pin_refs_peak_get(char *buf, const struct kernel_param *kp)
-{
-	return sprintf(buf, "%d\n", atomic_read(&knem_pin_refs_peak));
-}
-
-static int knem_pin_refs_peak_reset(const char *val,
-				    const struct kernel_param *kp)
-{
-	atomic_set(&knem_pin_refs_peak, 0);
-	return 0;
-}
-
-static const struct kernel_param_ops knem_pin_refs_peak_ops = {
-	.get = knem_pin_refs_peak_get,
-	.set = knem_pin_refs_peak_reset,
-};
-module_param_cb(fault_pin_refs_peak, &knem_pin_refs_peak_ops, NULL, 0644);
+static atomic64_t knem_pin_refs_peak = ATOMIC64_INIT(0);
+module_param_cb(fault_pin_refs_peak, &knem_fault_max_ops, &knem_pin_refs_peak, 0644);
 MODULE_PARM_DESC(fault_pin_refs_peak, "test builds: highest page refcount the check after a pin saw (write to reset)");
 
 static int knem_pin_refs_max(void)
@@ -114,11 +97,7 @@ static void knem_pin_test_delay(void)
 
 static void knem_pin_refs_seen(int refs)
 {
-	int old = atomic_read(&knem_pin_refs_peak);
-
-	while (refs > old &&
-	       !atomic_try_cmpxchg(&knem_pin_refs_peak, &old, refs))
-		;
+	knem_fault_max_note(&knem_pin_refs_peak, refs);
 }
 #else
 static inline int knem_pin_refs_max(void)

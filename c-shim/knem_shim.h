@@ -89,6 +89,14 @@ ssize_t knem_notify_read(struct knem_file *kf, struct file *file,
  */
 #ifdef KNEM_FAULT_INJECT
 void knem_dma_test_delay(void);
+
+/*
+ * A recorded maximum a test reads as a module parameter and resets by
+ * writing it: module_param_cb(name, &knem_fault_max_ops, &an_atomic64, 0644).
+ */
+struct kernel_param_ops;
+extern const struct kernel_param_ops knem_fault_max_ops;
+void knem_fault_max_note(atomic64_t *max, s64 v);
 #else
 static inline void knem_dma_test_delay(void)
 {
