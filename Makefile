@@ -93,12 +93,14 @@ clippy:
 # VM_FULL_KERNEL (SUITE_MAIN; the interop stage moves 16 MiB+3 messages
 # over knem with real MPI) and gives the other kernels a lighter pass of the
 # same steps (SUITE_LIGHT: teams of 1 to 4, 50 load cycles, 2000 idle fds
-# for the offload thread bound instead of 10,000).  Empty
+# for the offload thread bound instead of 10,000, and with the DMA provider
+# only the tests that need it, not the whole suite again).  Empty
 # SUITE_MAIN and SUITE_LIGHT run the whole pass everywhere, as
 # test-kernels does.
 VM_FULL_KERNEL ?= 6.1
 SUITE_MAIN ?= KNEM_SUITE_COLL="-n 8 --quick --all-teams"
-SUITE_LIGHT ?= KNEM_SUITE_COLL="-n 4 --quick --all-teams" KNEM_SUITE_CYCLES=50 KNEM_SUITE_IDLE_FDS=2000
+SUITE_LIGHT ?= KNEM_SUITE_COLL="-n 4 --quick --all-teams" KNEM_SUITE_CYCLES=50 KNEM_SUITE_IDLE_FDS=2000 \
+	KNEM_SUITE_DMA_TESTS=dma
 vm-test: module tests-bin coll-bin
 	@set -e; for k in $(VM_KERNELS); do \
 		echo "=== VM checks on kernel $$k ==="; \

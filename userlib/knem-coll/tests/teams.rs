@@ -1,5 +1,6 @@
 //! Every collective × algorithm on the CMA and shm transports, team sizes
-//! 1–8, sizes 0 B to 16 MiB + 3 (the big ones on 3 and 8 ranks), data
+//! 1–8, sizes 0 B to 16 MiB + 3 (4 MiB + 1 on 3 and 8 ranks, 16 MiB + 3
+//! on 8 CMA ranks), data
 //! checked on every rank.  knem teams are checked in the VM.
 //! Teams are this test binary re-run under the launcher, entering `member`.
 
@@ -91,11 +92,15 @@ fn require(kind: Kind) {
 fn sweep(kind: Kind, sizes: std::ops::RangeInclusive<usize>) {
     require(kind);
     for n in sizes {
-        // Every algorithm at 4 MiB + 1 on 3 ranks, and also at 16 MiB and
-        // 16 MiB + 3 (divisible by no team size) on 8.
-        let role = match n {
-            8 => "full",
-            3 => "big",
+        // Every algorithm at 4 MiB + 1 on 3 ranks and on 8; on 8 CMA ranks
+        // also at 16 MiB and 16 MiB + 3 (divisible by no team size).  How a
+        // size splits among ranks is the planner's, whatever the
+        // transport, so shm skips the 16 MiB pair: on a 2-core host its
+        // copy-in of 8 × 16 MiB cost a minute of `make test` for nothing
+        // the CMA pass leaves unchecked.
+        let role = match (n, kind) {
+            (8, Kind::Cma) => "full",
+            (3 | 8, _) => "big",
             _ => "small",
         };
         // shm: the pipelined copy-in whatever this host's default, except
