@@ -496,7 +496,8 @@ static double now(void)
 static void refusals_logged(void)
 {
 	unsigned long long last, at;
-	char first[256] = "";
+	static int runs;
+	char first[256] = "", before[64], after[64];
 	int kfd, offer[2], done[2], out[2], lines, eperm = -1;
 	double t0, took, wait_s = 0;
 	pid_t a, b;
@@ -507,8 +508,10 @@ static void refusals_logged(void)
 		failed++;
 		return;
 	}
-	if (kmsg_mark(kfd, "cma-refused: before the refusals") ||
-	    kmsg_scan(kfd, "cma-refused: before the refusals", &lines, &last, &at, NULL, 0)) {
+	/* Marks of their own: the log may hold an earlier run's. */
+	snprintf(before, sizeof(before), "cma-refused[%d]: before refusals %d", getpid(), ++runs);
+	snprintf(after, sizeof(after), "cma-refused[%d]: after refusals %d", getpid(), runs);
+	if (kmsg_mark(kfd, before) || kmsg_scan(kfd, before, &lines, &last, &at, NULL, 0)) {
 		printf("FAIL refusals logged: cannot read /dev/kmsg: %s\n", strerror(errno));
 		failed++;
 		close(kfd);
@@ -536,9 +539,8 @@ static void refusals_logged(void)
 	waitpid(a, NULL, 0);
 	waitpid(b, NULL, 0);
 	close_pair(offer), close_pair(done), close_pair(out);
-	if (kmsg_mark(kfd, "cma-refused: after the refusals") ||
-	    kmsg_scan(kfd, "cma-refused: after the refusals", &lines, &last, &at, first,
-		      sizeof(first))) {
+	if (kmsg_mark(kfd, after) ||
+	    kmsg_scan(kfd, after, &lines, &last, &at, first, sizeof(first))) {
 		printf("FAIL refusals logged: cannot read /dev/kmsg: %s\n", strerror(errno));
 		failed++;
 		close(kfd);
