@@ -91,6 +91,11 @@ static int enter_pidns(int own_proc)
 	if (init < 0)
 		return -1;
 	if (init > 0) {
+		int fd;
+
+		/* Only waits: the pipes are for the processes inside. */
+		for (fd = 3; fd < 1024; fd++)
+			close(fd);
 		if (waitpid(init, &status, 0) < 0)
 			_exit(1);
 		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);

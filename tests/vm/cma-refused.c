@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -307,11 +308,20 @@ static void pod(const struct scene *sc, int offer[2], int outsider_fd, int done_
 		_exit(1);
 	}
 	a = fork();
-	if (a == 0)
+	if (a == 0) {
+		close(out_fd);
 		owner(sc->owner_uid, offer[1], outsider_fd, done_fd);
+	}
 	b = fork();
-	if (b == 0)
+	if (b == 0) {
+		close(offer[1]);
+		if (outsider_fd >= 0)
+			close(outsider_fd);
 		reader(sc->reader_uid, sc->seccomp, sc->ns, offer[0], out_fd);
+	}
+	close(out_fd), close(offer[1]);
+	if (outsider_fd >= 0)
+		close(outsider_fd);
 	waitpid(a, NULL, 0);
 	waitpid(b, NULL, 0);
 	_exit(0);
@@ -360,24 +370,36 @@ static void run(const struct scene *sc)
 		perror("pipe");
 		exit(1);
 	}
+	/*
+	 * Each pipe's write end is held by its writers alone (the owner, who
+	 * waits for done, holds no result pipe's), so a process that dies or
+	 * never starts without a word reads as EOF, not as a hang.
+	 */
 	if (sc->enter) {
 		a = fork();
-		if (a == 0)
+		if (a == 0) {
+			close(out_out[1]);
 			pod(sc, offer, sc->outsider_uid ? offer_out[1] : -1, done[0], out[1]);
+		}
 	} else {
 		a = fork();
-		if (a == 0)
+		if (a == 0) {
+			close(out[1]), close(out_out[1]);
 			owner(sc->owner_uid, offer[1], sc->outsider_uid ? offer_out[1] : -1, done[0]);
+		}
 		b = fork();
-		if (b == 0)
+		if (b == 0) {
+			close(out_out[1]), close(offer[1]), close(offer_out[1]);
 			reader(sc->reader_uid, sc->seccomp, sc->ns, offer[0], out[1]);
+		}
 	}
 	if (sc->outsider_uid) {
 		c = fork();
-		if (c == 0)
+		if (c == 0) {
+			close(out[1]), close(offer[1]), close(offer_out[1]);
 			outsider(sc->outsider_uid, offer_out[0], out_out[1]);
+		}
 	}
-	/* Only the children hold the write ends now: EOF if they fail. */
 	close_pair(offer);
 	close(offer_out[0]), close(offer_out[1]), close(out[1]), close(out_out[1]), close(done[0]);
 	if (read(out[0], &res, 2 * sizeof(int)) != 2 * sizeof(int))
@@ -608,6 +630,8 @@ int main(void)
 	size_t i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* "done" to an owner that never started (its container failed). */
+	signal(SIGPIPE, SIG_IGN);
 	if ((mkdir(STAGE_DEV, 0755) && errno != EEXIST) ||
 	    (mkdir(STAGE_ROOT, 0755) && errno != EEXIST)) {
 		perror("mkdir");
