@@ -10,7 +10,8 @@
  * process the fd was passed to) gets EBADF from ioctl(), mmap() and read(),
  * so it can neither destroy, nor copy into, nor drain the notifications of
  * the opener's regions; its close does nothing while the opener keeps the
- * file.  It opens /dev/knem itself to use KNEM.
+ * file.  It opens /dev/knem itself to use KNEM.  A region the access
+ * policy refuses (EPERM) is logged, one ratelimited line.
  * An O_RDONLY open gets no
  * context: ioctl() and mmap() fail with EBADF, and read() returns a
  * snapshot of the statistics taken at open, which is what `cat /dev/knem`
@@ -25,7 +26,9 @@
 #include <linux/mutex.h>
 #include <linux/pid.h>
 #include <linux/poll.h>
+#include <linux/printk.h>
 #include <linux/rcupdate.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uidgid.h>
 
@@ -141,10 +144,24 @@ static long knem_ioctl(struct file *file, unsigned int cmd,
 {
 	struct knem_file *kf = file->private_data;
 	struct knem_core_ctx *ctx = knem_file_ctx(kf);
+	long ret;
 
 	if (!ctx)
 		return -EBADF;
-	return knem_core_ioctl(ctx, cmd, arg, knem_caller_uid());
+	ret = knem_core_ioctl(ctx, cmd, arg, knem_caller_uid());
+	/*
+	 * The core answers EPERM only when the access policy refuses a region
+	 * (another user's, or a process the caller may not ptrace): in a
+	 * container that is most often a setup mistake, and nothing else
+	 * would say so.
+	 */
+	if (ret == -EPERM)
+		pr_info_ratelimited("knem: %s[%d]: uid %u: region refused by access_policy=%s\n",
+				    current->comm, task_tgid_vnr(current),
+				    knem_caller_uid(),
+				    knem_shim_access_policy() ==
+				    KNEM_CORE_ACCESS_PTRACE ? "ptrace" : "uid");
+	return ret;
 }
 
 static int knem_mmap(struct file *file, struct vm_area_struct *vma)

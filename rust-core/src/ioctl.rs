@@ -281,7 +281,7 @@ impl<E: Env> Device<E> {
                 }
             };
         if !allowed {
-            return Err(EPERM);
+            return Err(EPERM); // The core's only EPERM: the shim logs it as this refusal.
         }
         let need = if write { PROT_WRITE } else { PROT_READ };
         if a.prot & need == 0 {
