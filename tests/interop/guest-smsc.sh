@@ -37,7 +37,7 @@ echo "interop: $label: Open MPI $(cat "$dir/VERSION") (Debian's openmpi-bin), ke
 # option).  PMIx then notes each file there that is not a PMIx plugin.
 pkglibdir=$(ompi_info --parsable --path pkglibdir | sed -n 's/^path:pkglibdir://p')
 launcher_path=$(mpirun -np 1 printenv OMPI_MCA_mca_base_component_path 2>/dev/null)
-component_path=$pkglibdir:$launcher_path:$HOME/.openmpi/components
+component_path=$pkglibdir${launcher_path:+:$launcher_path}:$HOME/.openmpi/components
 echo "interop: the ranks' component path from mpirun: '$launcher_path'; given: $component_path"
 
 if ompi_info > /tmp/ompi_info.log 2>&1 && grep -q 'MCA smsc: knem ' /tmp/ompi_info.log; then
