@@ -73,7 +73,7 @@ fi
 mpirun_smsc() {
 	mpirun -np "$1" --map-by :OVERSUBSCRIBE --bind-to none \
 		--mca mca_base_component_path "$component_path" \
-		--mca pml ob1 --mca btl self,sm --mca smsc "$smsc" \
+		--mca pml ob1 --mca btl self,sm ${smsc:+--mca smsc "$smsc"} \
 		--mca coll_tuned_use_dynamic_rules 1 \
 		--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
 		"$2" "${eager:-0}"
@@ -82,6 +82,9 @@ mpirun_smsc() {
 smsc=knem
 mpi_job "$label-smsc-knem-2" all mpirun_smsc 2
 mpi_job "$label-smsc-knem-4" all mpirun_smsc 4
+# Found, and with no smsc option chosen over cma by its priority.
+smsc=
+mpi_job "$label-smsc-default-2" all mpirun_smsc 2
 # The control: CMA instead of knem moves nothing through the module.
 smsc=cma
 mpi_job "$label-smsc-cma-2" 0 mpirun_smsc 2
