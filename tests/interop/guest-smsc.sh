@@ -1,26 +1,44 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# Runs in the VM, in the host's root filesystem (tests/vm/run --host-root),
-# with knem.ko loaded: mpi_check over Open MPI 5's shared-memory transport
-# with knem as its single-copy mechanism (smsc/knem), checked against the
-# module's counters, and a control run with CMA.
+# Runs in the VM with a release's chroot as its root (tests/vm/run
+# --root-dir) and knem.ko loaded: mpi_check over that release's own Open
+# MPI (Debian's openmpi-bin, unmodified) on the shared-memory transport
+# with our smsc/knem (mpi/openmpi/smsc-knem) as its single-copy mechanism,
+# checked against the module's counters, and a control run with CMA.
 #
-#   guest-ompi5.sh OMPI5_PREFIX MPI_CHECK
+#   guest-smsc.sh LABEL DIR    DIR: mca_smsc_knem.so, mpi_check, VERSION
+#                              (tests/interop/ompi-chroot.sh build)
 #
 # Each check prints one line
 #   interop: <check>: knem bytes +N (expected N), failed copies 0, regions 0, pinned 0
 # and the last line is "interop: N passed, N failed".
 set -u
 
-prefix=$1
-mpi_check=$2
+label=$1
+dir=$2
+mpi_check=$dir/mpi_check
 . "$(dirname "$0")/checks.sh"
 
-export PATH="$prefix/bin:$PATH" LD_LIBRARY_PATH="$prefix/lib"
 # Open MPI and PRRTE refuse root unless told; the VM runs everything as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PRTE_ALLOW_RUN_AS_ROOT=1 PRTE_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The component where every Open MPI finds a user's components (the
+# default mca_base_component_path ends with it); HOME is a tmpfs here.
+mkdir -p "$HOME/.openmpi/components"
+cp "$dir/mca_smsc_knem.so" "$HOME/.openmpi/components/"
+echo "interop: $label: Open MPI $(cat "$dir/VERSION") (Debian's openmpi-bin), kernel $(uname -r)"
+
+# Debian's PMIx sets its own mca_base_component_path (pmix-mca-params.conf),
+# and mpirun passes it to the ranks as Open MPI's too: there the ranks
+# find no component outside libopen-pal and libmpi (Debian's are all built
+# in), not ours.  So the ranks get Open MPI's default path back, with the
+# PMIx plugin directory kept (mpirun sets the PMIx path from the same
+# option).  PMIx then notes each file there that is not a PMIx plugin.
+pkglibdir=$(ompi_info --parsable --path pkglibdir | sed -n 's/^path:pkglibdir://p')
+launcher_path=$(mpirun -np 1 printenv OMPI_MCA_mca_base_component_path 2>/dev/null)
+component_path=$pkglibdir${launcher_path:+:$launcher_path}:$HOME/.openmpi/components
+echo "interop: the ranks' component path from mpirun: '$launcher_path'; given: $component_path"
 
 if ompi_info > /tmp/ompi_info.log 2>&1 && grep -q 'MCA smsc: knem ' /tmp/ompi_info.log; then
 	echo "interop: ompi_info lists$(grep 'MCA smsc: knem ' /tmp/ompi_info.log | sed 's/^ */ /')"
@@ -54,18 +72,22 @@ fi
 # ranks (see mpi_check.c).
 mpirun_smsc() {
 	mpirun -np "$1" --map-by :OVERSUBSCRIBE --bind-to none \
-		--mca pml ob1 --mca btl self,sm --mca smsc "$smsc" \
+		--mca mca_base_component_path "$component_path" \
+		--mca pml ob1 --mca btl self,sm ${smsc:+--mca smsc "$smsc"} \
 		--mca coll_tuned_use_dynamic_rules 1 \
 		--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
 		"$2" "${eager:-0}"
 }
 
 smsc=knem
-mpi_job ompi5-smsc-knem-2 all mpirun_smsc 2
-mpi_job ompi5-smsc-knem-4 all mpirun_smsc 4
+mpi_job "$label-smsc-knem-2" all mpirun_smsc 2
+mpi_job "$label-smsc-knem-4" all mpirun_smsc 4
+# Found, and with no smsc option chosen over cma by its priority.
+smsc=
+mpi_job "$label-smsc-default-2" all mpirun_smsc 2
 # The control: CMA instead of knem moves nothing through the module.
 smsc=cma
-mpi_job ompi5-smsc-cma-2 0 mpirun_smsc 2
+mpi_job "$label-smsc-cma-2" 0 mpirun_smsc 2
 
 echo "interop: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

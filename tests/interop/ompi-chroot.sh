@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# A Debian release's own Open MPI in a minbase chroot, for components that
+# must be built against, and run with, exactly that Open MPI (smsc/knem,
+# mpi/openmpi/smsc-knem).  The chroots are the kernel matrix's
+# (tests/kernels/matrix.sh: KNEM_KERNELS_DIR/root/RELEASE), made the same
+# way when missing; this adds Open MPI to them.
+#
+#   ompi-chroot.sh prepare RELEASE    debootstrap (if missing), then
+#                       libopenmpi-dev (with the pmix and hwloc headers its
+#                       headers include), openmpi-bin, gcc and make from the
+#                       release, and the headers Debian's libopenmpi-dev
+#                       leaves out, from the release's openmpi source
+#                       package (unpacked under /usr/src/knem-ompi-headers
+#                       in the chroot, never in this tree; trixie's when
+#                       the mirror lacks the release's source)
+#   ompi-chroot.sh build RELEASE OUT  mca_smsc_knem.so and mpi_check, built
+#                       in the chroot with its mpicc, copied to OUT with a
+#                       file VERSION holding the Open MPI version
+#   ompi-chroot.sh root RELEASE       print the chroot's directory
+#
+# Environment: KNEM_KERNELS_DIR (default build/kernels), KNEM_KERNELS_MIRROR.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+prog=tests/interop/ompi-chroot.sh
+dir=${KNEM_KERNELS_DIR:-$top/build/kernels}
+mirror=${KNEM_KERNELS_MIRROR:-http://deb.debian.org/debian}
+security=${mirror%/debian}/debian-security
+
+die() { echo "$prog: $*" >&2; exit 2; }
+
+[ $# -ge 2 ] || die "usage: $prog prepare|build|root RELEASE [OUT]"
+cmd=$1 release=$2
+root=$dir/root/$release
+
+# The suites, as matrix.sh's sources_of has them, with their sources.
+sources_of() {
+	local kind
+	for kind in deb deb-src; do
+		case $release in
+		trixie)
+			echo "$kind $mirror trixie main"
+			echo "$kind $mirror trixie-updates main"
+			echo "$kind $security trixie-security main" ;;
+		sid)
+			echo "$kind $mirror sid main" ;;
+		*) die "no Open MPI 5 or later in $release" ;;
+		esac
+	done
+}
+
+# As matrix.sh's in_root: /proc in a private mount namespace.
+in_root() {
+	unshare --mount --propagation private -- /bin/sh -c \
+		'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$root" \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C \
+		DEBIAN_FRONTEND=noninteractive "$@"
+}
+apt_in() { in_root apt-get -y -q -o Dpkg::Use-Pty=0 "$@"; }
+
+prepare() {
+	local t0=$SECONDS src
+	sources_of > /dev/null
+	if [ ! -x "$root/usr/bin/apt-get" ] || [ ! -f "$root/.debootstrap-done" ]; then
+		command -v debootstrap > /dev/null || die "debootstrap is missing (tests/setup-deps.sh)"
+		rm -rf "$root"
+		mkdir -p "$root"
+		debootstrap --variant=minbase "$release" "$root" "$mirror"
+		touch "$root/.debootstrap-done"
+		echo "$prog: debootstrap $release took $((SECONDS - t0)) s"
+	fi
+	t0=$SECONDS
+	# matrix.sh writes sources.list; the source lines go beside it.
+	[ -f "$root/etc/apt/sources.list" ] || sources_of | grep '^deb ' > "$root/etc/apt/sources.list"
+	sources_of | grep '^deb-src ' > "$root/etc/apt/sources.list.d/knem-ompi-src.list"
+	cat > "$root/etc/apt/apt.conf.d/90knem-matrix" <<-EOT
+		APT::Install-Recommends "false";
+		APT::Install-Suggests "false";
+		Acquire::Languages "none";
+		Acquire::Check-Valid-Until "false";
+	EOT
+	echo force-unsafe-io > "$root/etc/dpkg/dpkg.cfg.d/90knem-matrix"
+	cp /etc/resolv.conf "$root/etc/resolv.conf"
+	apt_in update
+	apt_in install make gcc libc6-dev libopenmpi-dev libpmix-dev libhwloc-dev pkgconf openmpi-bin bzip2 xz-utils
+	# The source package's headers, for those libopenmpi-dev leaves out.
+	src=/usr/src/knem-ompi-headers
+	if [ ! -f "$root$src/.done-$(ompi_version)" ]; then
+		rm -rf "$root$src"
+		mkdir -p "$root$src/dl"
+		if in_root sh -c 'cd "$1" && apt-get source -q --download-only openmpi' sh "$src/dl"; then
+			tar -C "$root$src" --strip-components=1 --wildcards -xf "$root$src"/dl/openmpi_*.orig.tar.* \
+				'*/opal/mca/threads/pthreads/threads_pthreads*.h'
+		else
+			# The mirror may lack the source of a suite's newest
+			# upload (sid's 6.0.0~rc2-2 here).  opal_config.h names
+			# these headers, but smsc/knem uses no type they define:
+			# trixie's do, and the log says so.
+			[ -d "$dir/root/trixie$src/opal" ] || die "$release: no openmpi source, and no trixie headers to fall back on (prepare trixie first)"
+			echo "$prog: $release: WARNING: no openmpi source from the mirror; the threads_pthreads headers come from trixie's"
+			cp -a "$dir/root/trixie$src/opal" "$root$src/"
+		fi
+		rm -rf "$root$src/dl"
+		touch "$root$src/.done-$(ompi_version)"
+	fi
+	echo "$prog: $release: Open MPI $(ompi_version), apt took $((SECONDS - t0)) s"
+}
+
+ompi_version() {
+	in_root dpkg-query -W -f '${Version}' libopenmpi-dev
+}
+
+build() {
+	local out=$1 b=/tmp/knem-smsc-build v
+	[ -x "$root/usr/bin/mpicc" ] || die "$release: no Open MPI in $root (prepare first)"
+	rm -rf "$root$b"
+	mkdir -p "$root$b/include" "$root$b/smsc-knem" "$out"
+	cp "$top/include/knem_io.h" "$root$b/include/"
+	cp "$top"/mpi/openmpi/smsc-knem/{Makefile,*.c,*.h} "$root$b/smsc-knem/"
+	cp "$top/tests/interop/mpi_check.c" "$root$b/"
+	in_root make -s -C "$b/smsc-knem" KNEM_INCLUDE="$b/include" \
+		EXTRA_INCLUDE=/usr/src/knem-ompi-headers OUT="$b"
+	in_root mpicc -O2 -Wall -Wextra -Werror -o "$b/mpi_check" "$b/mpi_check.c"
+	v=$(ompi_version)
+	cp "$root$b/mca_smsc_knem.so" "$root$b/mpi_check" "$out/"
+	echo "$v" > "$out/VERSION"
+	rm -rf "$root$b"
+	echo "$prog: $release: mca_smsc_knem.so and mpi_check for Open MPI $v in $out"
+}
+
+case $cmd in
+prepare) prepare ;;
+build) [ $# -eq 3 ] || die "usage: $prog build RELEASE OUT"; build "$(realpath -m "$3")" ;;
+root) echo "$root" ;;
+*) die "usage: $prog prepare|build|root RELEASE [OUT]" ;;
+esac

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# make interop-smsc (not part of make test yet): our smsc/knem
+# (mpi/openmpi/smsc-knem) with Debian's own, unmodified Open MPI 5 and 6.
+# Per release (trixie: 5.0.7, sid: 6.0): its chroot gets Open MPI
+# (tests/interop/ompi-chroot.sh prepare, kept once made), the component
+# and mpi_check are built there with its mpicc, then the VM boots each
+# kernel with the chroot as its root and runs tests/interop/guest-smsc.sh:
+# mpi_check over btl/sm with --mca smsc knem on 2 and 4 ranks and a CMA
+# control run, each checked against knem's byte counters.
+#
+#   tests/interop/smsc.sh [--release RELEASE]... [--kernel VERSION]...
+#
+# Default: trixie and sid on kernel 6.1.  Work files go to build/smsc/;
+# each phase's time is printed.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$top/tests/interop/on-kernels.sh"
+out=$top/build/smsc
+export KNEM_KERNELS_DIR=${KNEM_KERNELS_DIR:-$top/build/kernels}
+kernels=()
+releases=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kernels+=("$2"); shift 2 ;;
+	--release) releases+=("$2"); shift 2 ;;
+	*) echo "usage: tests/interop/smsc.sh [--release RELEASE]... [--kernel VERSION]..." >&2; exit 2 ;;
+	esac
+done
+[ ${#kernels[@]} -gt 0 ] || kernels=(6.1)
+[ ${#releases[@]} -gt 0 ] || releases=(trixie sid)
+
+mkdir -p "$out"
+t=$SECONDS
+t_all=$SECONDS
+phase() { echo "interop-smsc: $1 took $((SECONDS - t)) s"; t=$SECONDS; }
+
+status=0
+results=()
+for rel in "${releases[@]}"; do
+	chroot_log=$out/prepare-$rel.log
+	if ! "$top/tests/interop/ompi-chroot.sh" prepare "$rel" > "$chroot_log" 2>&1; then
+		tail -n 20 "$chroot_log" >&2
+		echo "interop-smsc: preparing the $rel chroot failed; see $chroot_log" >&2
+		exit 1
+	fi
+	grep '^tests/interop/ompi-chroot.sh:' "$chroot_log"
+	phase "$rel chroot"
+	rm -rf "${out:?}/$rel"
+	"$top/tests/interop/ompi-chroot.sh" build "$rel" "$out/$rel"
+	phase "$rel build"
+	vm_root_dir=$("$top/tests/interop/ompi-chroot.sh" root "$rel")
+	vm_add=$out/$rel
+	if run_on_kernels "interop-smsc $rel" "guest-$rel" /opt/interop/guest-smsc.sh "$rel" "/opt/$rel"; then
+		results+=("$rel: ok")
+	else
+		results+=("$rel: FAILED")
+		status=1
+	fi
+done
+for r in "${results[@]}"; do
+	echo "interop-smsc: $r"
+done
+echo "interop-smsc: all took $((SECONDS - t_all)) s"
+exit $status
