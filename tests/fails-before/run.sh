@@ -8,7 +8,9 @@
 # module parameters); the old one is built from a copy of the tree in which
 # each ITEM's recipe below puts the old logic back (the work tree is not
 # touched).  One VM boot runs every ITEM's test on the old module, one on
-# today's.  Not part of make test: a one-off proof.
+# today's.  The old module has the old logic of every ITEM given; give one
+# ITEM to see its test fail on a module that differs from today's in that
+# item alone.  Not part of make test: a one-off proof.
 #
 # Items (default: 2 3 4 5 6 7):
 #   2  account_bounds_across_userns_uids: a context is counted under its
