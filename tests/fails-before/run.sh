@@ -1,16 +1,30 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# tests/fails-before/run.sh [--kernel VERSION] [ITEM...] - issue 21: the
-# suite test of each ITEM must fail on the old logic and pass on today's.
-# Both modules are fault-injection builds (KNEM_FAULT_INJECT=1: the tests
-# lower bounds, add delays and read records through test-only module
-# parameters); the old one is built from a copy of the tree in which each
-# ITEM's recipe below puts the old logic back (the work tree is not
+# tests/fails-before/run.sh [--kernel VERSION | --release NAME] [ITEM...] -
+# issue 21: the suite test of each ITEM must fail on the old logic and pass
+# on today's.  Both modules are fault-injection builds (KNEM_FAULT_INJECT=1:
+# the tests lower bounds, add delays and read records through test-only
+# module parameters); the old one is built from a copy of the tree in which
+# each ITEM's recipe below puts the old logic back (the work tree is not
 # touched).  One VM boot runs every ITEM's test on the old module, one on
-# today's.
+# today's.  The old module has the old logic of every ITEM given; give one
+# ITEM to see its test fail on a module that differs from today's in that
+# item alone.  Not part of make test: a one-off proof.
 #
-# Items (default: 6 7):
+# Items (default: 2 3 4 5 6 7):
+#   2  account_bounds_across_userns_uids: a context is counted under its
+#      own (namespace, uid) key only, not the chain up to the initial
+#      namespace, so each uid of an account's namespace has a bound of its
+#      own, as before commit f63a095.
+#   3  memlock_per_user_across_exec: pins are charged against the pinning
+#      process's mm->pinned_vm, not its user's locked_vm, so a fresh mm
+#      (fork, exec) pins the limit again, as before f63a095 and 9e23dfd.
+#   4  empty_iovecs_hold_no_kernel_memory: an empty iovec gets a segment
+#      (plan/layout.rs), as before f63a095; rebuilds the Rust core.
+#   5  per_open_memory_charged_to_memcg: the file state, its cpumasks, the
+#      status record and the statistics text are allocated with GFP_KERNEL,
+#      not charged to the memcg, as before f63a095.
 #   6  pin_count_refused_before_overflow: no reservation of unchecked pins
 #      before pinning (knem_pins_reserve() takes whatever it is asked), as
 #      before commit 897a72c, so concurrent pinners pass the bound before
@@ -24,23 +38,69 @@
 # tests/debug-kernel/uaf-demo.sh.
 #
 # --kernel VERSION: an installed kernel as tests/vm/run takes it (default
-# 6.1).  Exits 0 when every test failed on the old module and passed on
-# today's.  Needs make tests-bin and the Rust core object (make
-# core-object).  Logs and builds: build/fails-before/KVER/.
+# 6.1); the modules are built here.  --release NAME: a kernel of the
+# kernel matrix (tests/kernels/matrix.sh list, e.g. bullseye, experimental;
+# chroots in KNEM_KERNELS_DIR), booted from its image; the modules are
+# built in its release's chroot (matrix.sh module).  Exits 0 when every
+# test failed on the old module and passed on today's.  Needs make
+# tests-bin and the Rust core object (make core-object).  Logs and builds:
+# build/fails-before/KVER/.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
 prog=fails-before
 kernel=6.1
-if [ "${1:-}" = --kernel ]; then
-	kernel=$2
-	shift 2
-fi
+release=
+case ${1:-} in
+--kernel) kernel=$2; shift 2 ;;
+--release) release=$2; shift 2 ;;
+esac
 items=("$@")
-[ ${#items[@]} -gt 0 ] || items=(6 7)
+[ ${#items[@]} -gt 0 ] || items=(2 3 4 5 6 7)
 
 # recipe_N DIR: puts item N's old logic into the copy at DIR; test_N: its
 # suite test; core_N=1 when the recipe changes the Rust core.
+recipe_2() {
+	perl -pi -e 's/n == KNEM_CORE_ACCOUNT_LEVELS\)/n == 1)/' "$1/c-shim/knem_owner.c"
+	grep -q 'n == 1)' "$1/c-shim/knem_owner.c"
+}
+test_2=account_bounds_across_userns_uids
+core_2=0
+
+# Checks the mm's pinned_vm (which knem_shim_owner_new() raises after the
+# charge) instead of charging the user, and keeps no cred, so nothing is
+# uncharged from the user.
+recipe_3() {
+	local f=$1/c-shim/knem_owner.c
+	perl -0pi -e 's/\tstruct user_struct \*user = current_user\(\);\n//;
+		s/unsigned long cur, next;/unsigned long cur;/;
+		s/cur = atomic_long_read\(&user->locked_vm\);\n\tdo \{\n\t\tif \(pages > limit \|\| cur > limit - pages\)\n\t\t\tgoto over;\n\t\tnext = cur \+ pages;\n\t\} while \(!atomic_long_try_cmpxchg\(&user->locked_vm, &cur, next\)\);\n\to->cred = get_current_cred\(\);\n/cur = atomic64_read(&current->mm->pinned_vm);\n\tif (pages > limit || cur > limit - pages)\n\t\tgoto over;\n/' "$f"
+	grep -q 'cur = atomic64_read(&current->mm->pinned_vm);' "$f" &&
+		! grep -qE 'get_current_cred|unsigned long cur, next;|user = current_user' "$f"
+}
+test_3=memlock_per_user_across_exec
+core_3=0
+
+recipe_4() {
+	local f=$1/rust-core/src/plan/layout.rs
+	perl -pi -e 's/iovecs\.iter\(\)\.filter\(\|v\| v\.len > 0\)\.count\(\)/iovecs.len()/;
+		s/for iov in iovecs\.iter\(\)\.filter\(\|v\| v\.len > 0\) \{/for iov in iovecs {/' "$f"
+	grep -q '^    iovecs.len()$' "$f" && grep -q 'for iov in iovecs {' "$f" &&
+		! grep -qF 'iovecs.iter().filter(|v| v.len > 0)' "$f"
+}
+test_4=empty_iovecs_hold_no_kernel_memory
+core_4=1
+
+recipe_5() {
+	local f
+	for f in knem_main.c knem_offload.c knem_stats.c knem_status.c; do
+		perl -pi -e 's/GFP_KERNEL_ACCOUNT/GFP_KERNEL/g' "$1/c-shim/$f"
+		! grep -q GFP_KERNEL_ACCOUNT "$1/c-shim/$f" || return 1
+	done
+}
+test_5=per_open_memory_charged_to_memcg
+core_5=0
+
 recipe_6() {
 	perl -0pi -e 's/take = min\(nr, knem_pins_unchecked_max\(\) - cur\);/take = nr;/' \
 		"$1/c-shim/knem_pin.c"
@@ -57,7 +117,25 @@ recipe_7() {
 test_7=no_long_scans_under_table_mutex
 core_7=1
 
-kver=$("$top/tests/vm/run" --kernel "$kernel" --resolve-kernel) || exit 2
+# vm: how tests/vm/run boots the kernel; build_module SRC CORE KO: a
+# fault-injection knem.ko from the tree at SRC with the Rust core object
+# CORE, for that kernel.
+if [ -n "$release" ]; then
+	matrix=$top/tests/kernels/matrix.sh
+	read -r _ kver image _ < <(KNEM_KERNELS=$release "$matrix" list | awk -v n="$release" '$1 == n')
+	[ -n "${kver:-}" ] || { echo "$prog: no kernel $release in the matrix (tests/kernels/matrix.sh list)" >&2; exit 2; }
+	vm=(--kernel-image "$image")
+	build_module() {
+		mkdir -p "$(dirname "$3")" &&
+			KNEM_CORE_OBJ=$2 "$matrix" module "$release" "$1" "$3" KNEM_FAULT_INJECT=1
+	}
+else
+	kver=$("$top/tests/vm/run" --kernel "$kernel" --resolve-kernel) || exit 2
+	vm=(--kernel "$kernel")
+	build_module() {
+		KNEM_FAULT_INJECT=1 KNEM_CORE_OBJ=$2 "$1/c-shim/build-module.sh" "$kver" "$(dirname "$3")"
+	}
+fi
 suite=$top/target/x86_64-unknown-linux-gnu/release/knem-tests
 [ -x "$suite" ] || { echo "$prog: no $suite (make tests-bin)" >&2; exit 2; }
 core=$top/c-shim/knem_core.prebuilt
@@ -92,19 +170,21 @@ fi
 for v in old fixed; do
 	src=$top obj=$core
 	[ $v = old ] && src=$out/old obj=$old_core
-	KNEM_FAULT_INJECT=1 KNEM_CORE_OBJ=$obj "$src/c-shim/build-module.sh" "$kver" "$out/$v-build" \
+	build_module "$src" "$obj" "$out/$v-build/knem.ko" \
 		> "$out/$v-build.log" 2>&1 || { tail -n 20 "$out/$v-build.log"; exit 2; }
 done
 
-declare -A status
+declare -A status secs
 for v in old fixed; do
-	"$top/tests/vm/run" --kernel "$kernel" --module "$out/$v-build/knem.ko" --timeout 600 \
+	t0=$SECONDS
+	"$top/tests/vm/run" "${vm[@]}" --module "$out/$v-build/knem.ko" --timeout 600 \
 		--add "$suite" -- /opt/knem-tests --no-skip "${tests[@]}" > "$out/$v.log" 2>&1
 	status[$v]=$?
+	secs[$v]=$((SECONDS - t0))
 done
 good=1
 for v in old fixed; do
-	echo "$prog: $v logic on $kver (status ${status[$v]}):"
+	echo "$prog: $v logic on $kver (status ${status[$v]}, ${secs[$v]} s):"
 	for t in "${tests[@]}"; do
 		grep -aE "^(ok|FAIL|skip) $t\b|^$t: " "$out/$v.log" | sed 's/^/    /'
 		want=ok

@@ -14,6 +14,10 @@
 #   matrix.sh build     knem.ko and the test-only DMA provider for every
 #                       kernel, in its release's chroot, from the tarball of
 #                       `make dist` (build/dist/knem-rs-*.tar.gz)
+#   matrix.sh module NAME TREE KO [VAR=VALUE...]
+#                       knem.ko for one kernel, built in its chroot as the
+#                       build step does, from a work tree rather than the
+#                       tarball (tests/fails-before/run.sh --release)
 #   matrix.sh dkms      the knem-rs-dkms .deb (make deb) in each chroot: DKMS
 #                       builds for every kernel, signed with a throwaway
 #                       key where dkms 3 can be told to, a kernel upgrade,
@@ -360,6 +364,15 @@ prepared() {
 # result NAME KEY VALUE: one cell of the report's table.
 result() { mkdir -p "$dir/results/$1" && echo "$3" > "$dir/results/$1/$2"; }
 
+# module_in CHROOT SRC KVER OUT [VAR=VALUE...]: knem.ko for KVER built in
+# the chroot by the c-shim/build-module.sh of the tree at SRC into OUT
+# (both paths inside the chroot), with the VARs in its environment.
+module_in() {
+	local c=$1 src=$2 kver=$3 out=$4
+	shift 4
+	in_root "$c" "$@" sh -c 'cd "$1" && c-shim/build-module.sh "$2" "$3"' sh "$src" "$kver" "$out"
+}
+
 # The kernels of one chroot, one after the other.
 build_chroot() {
 	local c=$1 tb=$2 name kver suite cc root src out t0 failed=0
@@ -371,9 +384,9 @@ build_chroot() {
 		tar -xzf "$tb" -C "$root/build"
 		out=$dir/modules/$name
 		rm -rf "$out" && mkdir -p "$out"
-		if in_root "$c" sh -c 'cd /build/"$1" &&
-			c-shim/build-module.sh "$2" /build/out/knem &&
-			tests/dma-provider/build.sh "$2" /build/out/dma' sh "$src" "$kver" \
+		if { module_in "$c" "/build/$src" "$kver" /build/out/knem &&
+			in_root "$c" sh -c 'cd /build/"$1" &&
+				tests/dma-provider/build.sh "$2" /build/out/dma' sh "$src" "$kver"; } \
 			> "$dir/logs/build-$name.log" 2>&1; then
 			cp "$root/build/out/knem/knem.ko" "$root/build/out/dma/knem_dma_test.ko" "$out/"
 			# The compiler the kernel's own build files chose.
@@ -417,6 +430,27 @@ cmd_build() {
 	mkdir -p "$dir/logs" "$dir/modules"
 	prepared > /dev/null
 	two_at_a_time build_chroot "$tb"
+}
+
+# module NAME TREE KO [VAR=VALUE...]: knem.ko for the kernel NAME, built as
+# the build step builds it, in its release's chroot, but from the work tree
+# TREE (its c-shim/, include/ and Cargo.toml, with the Rust core object
+# $KNEM_CORE_OBJ, default TREE/c-shim/knem_core.prebuilt), copied to KO;
+# the VARs (e.g. KNEM_FAULT_INJECT=1) in build-module.sh's environment.
+cmd_module() {
+	[ $# -ge 3 ] || die "usage: $prog module NAME TREE KO [VAR=VALUE...]"
+	local name=$1 tree=$2 ko=$3 kver= c= tmp rc=0
+	shift 3
+	read -r kver c < <(KNEM_KERNELS=$name prepared | awk -v n="$name" '$1 == n { print $2, $4 }') || true
+	[ -n "$kver" ] || die "no kernel $name in a prepared chroot ($prog list)"
+	tmp=$(mktemp -d "$(root_of "$c")/tmp/module.XXXXXX")
+	mkdir "$tmp/src"
+	cp -r "$tree/c-shim" "$tree/include" "$tree/Cargo.toml" "$tmp/src/" &&
+		cp "${KNEM_CORE_OBJ:-$tree/c-shim/knem_core.prebuilt}" "$tmp/src/c-shim/knem_core.prebuilt" &&
+		module_in "$c" "/tmp/${tmp##*/}/src" "$kver" "/tmp/${tmp##*/}/out" "$@" &&
+		cp "$tmp/out/knem.ko" "$ko" || rc=1
+	rm -rf "$tmp"
+	return $rc
 }
 
 # ---- dkms -------------------------------------------------------------------
@@ -616,10 +650,11 @@ case ${1:-} in
 all) shift; cmd_all "$@" ;;
 prepare) cmd_prepare ;;
 build) cmd_build ;;
+module) shift; cmd_module "$@" ;;
 dkms) cmd_dkms ;;
 vm) shift; cmd_vm "$@" ;;
 report) cmd_report ;;
 list) cmd_list ;;
 time) cat "$dir/times" ;;
-*) die "usage: $prog all|prepare|build|dkms|vm [NAME...|all]|report|list|time" ;;
+*) die "usage: $prog all|prepare|build|module NAME TREE KO|dkms|vm [NAME...|all]|report|list|time" ;;
 esac
