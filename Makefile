@@ -7,6 +7,8 @@
 #   make kernels-test   every Debian release's kernels, built in its chroot
 #   make test-kernels   the same with the in-VM suite on every kernel
 #   make interop    UCX and Open MPI over the module on each kernel of VM_KERNELS
+#   make two-node   Open MPI across two guests joined by a private link
+#                   (tests/vm/two-guests.sh; not part of make test)
 #   make module     knem.ko for each kernel of KVERS
 #   make test-debug-kernel  the suite, the DMA-provider suite and a 10-minute
 #                   fuzz under a KASAN + lockdep kernel built once per machine
@@ -31,7 +33,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
-	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-ompi5 test-debug-kernel \
+	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-ompi5 two-node test-debug-kernel \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
 
@@ -150,6 +152,12 @@ interop: module stat-bin capi-bin
 # not in `make test` (the build takes about 35 minutes on a loaded machine).
 interop-ompi5: module
 	tests/interop/ompi5.sh $(foreach k,$(VM_KERNELS),--kernel $(k))
+
+# Two guests (1 vCPU each) on a QEMU socket link, mpirun starting ranks on
+# both through tests/vm/two-node/rsh.py; not in `make test` (about 5.5
+# minutes under TCG on a loaded 2-core machine).
+two-node: module
+	tests/vm/two-guests.sh --kernel 6.1
 
 # knem-bench, static so the same binary runs on the host and in the VM.
 BENCH_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-bench
