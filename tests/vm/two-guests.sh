@@ -6,7 +6,8 @@
 # host's loopback and nothing else: node B (10.77.0.2) listens, node A
 # (10.77.0.1) connects.  Node A checks the link, starts Open MPI jobs on
 # both guests through tests/vm/two-node/rsh.py (mpirun's rsh agent), and
-# stops B; see tests/vm/two-node/node.sh.
+# stops B; see tests/vm/two-node/node.sh.  rsh.py is first checked on the
+# host (tests/vm/two-node/rsh-test.sh).
 #
 #   tests/vm/two-guests.sh [--kernel VERSION] [--module PATH] [--timeout SECS]
 #
@@ -30,6 +31,8 @@ done
 
 out=$top/build/two-node
 mkdir -p "$out"
+# The launcher on the host's loopback first: seconds, where a boot is minutes.
+"$top/tests/vm/two-node/rsh-test.sh"
 mpicc -O2 -Wall -Wextra -Werror -o "$out/mpi_check" "$top/tests/interop/mpi_check.c"
 
 # A free port of the host's loopback for the link.

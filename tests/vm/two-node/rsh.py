@@ -10,6 +10,8 @@ guests' private link only.
                              comes back on stdout, its exit status is ours
   rsh.py --stop HOST         tell HOST's server to stop (exits 0 once it did)
 
+The port is 7022, or RSH_PORT.
+
 Each request is one JSON line {"cmd": "..."} or {"stop": true}; the
 server answers with frames of a type byte and a 4-byte big-endian length:
 b"o" output bytes, b"x" the exit status as text.  A client that goes away
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import time
 
-PORT = 7022
+PORT = int(os.environ.get("RSH_PORT", "7022"))
 
 
 def frame(kind, data):
