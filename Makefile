@@ -154,10 +154,14 @@ interop-ompi5: module
 	tests/interop/ompi5.sh $(foreach k,$(VM_KERNELS),--kernel $(k))
 
 # Two guests (1 vCPU each) on a QEMU socket link, mpirun starting ranks on
-# both through tests/vm/two-node/rsh.py; not in `make test` (about 5.5
-# minutes under TCG on a loaded 2-core machine).
+# both through tests/vm/two-node/rsh.py, over ob1 and over UCX with knem
+# (the interop stage's UCX build, reused when up to date); not in
+# `make test` (about 9 minutes under TCG on a loaded 2-core machine, plus
+# the UCX build the first time).
 two-node: module
-	tests/vm/two-guests.sh --kernel 6.1
+	tests/interop/setup.sh $(BUILD)/interop/src
+	tests/interop/build-ucx.sh $(BUILD)/interop/src $(BUILD)/interop/ucx
+	tests/vm/two-guests.sh --kernel 6.1 --ucx $(BUILD)/interop/ucx
 
 # knem-bench, static so the same binary runs on the host and in the VM.
 BENCH_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-bench

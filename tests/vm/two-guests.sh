@@ -10,6 +10,11 @@
 # host (tests/vm/two-node/rsh-test.sh).
 #
 #   tests/vm/two-guests.sh [--kernel VERSION] [--module PATH] [--timeout SECS]
+#                          [--ucx PREFIX]
+#
+# --ucx PREFIX: UCX rebuilt with knem (tests/interop/build-ucx.sh); node A
+# then also runs mpi_check over UCX, where each guest's knem must move
+# exactly its intra-node share.
 #
 # The consoles go to build/two-node/node-a.log and node-b.log; node B's is
 # printed after node A's, prefixed "node-b| ".  Exits 0 only if both guests
@@ -20,12 +25,14 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 kernel=6.1
 timeout_s=1200
 module=()
+ucx=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--module) module=(--module "$2"); shift 2 ;;
-	*) echo "usage: tests/vm/two-guests.sh [--kernel VERSION] [--module PATH] [--timeout SECS]" >&2; exit 2 ;;
+	--ucx) ucx=$(realpath "$2"); shift 2 ;;
+	*) echo "usage: tests/vm/two-guests.sh [--kernel VERSION] [--module PATH] [--timeout SECS] [--ucx PREFIX]" >&2; exit 2 ;;
 	esac
 done
 
@@ -67,7 +74,7 @@ echo "two-guests: node B's QEMU listens on 127.0.0.1:$port ($((SECONDS - start))
 status_a=0
 "$top/tests/vm/run" "${common[@]}" --hostname node-a \
 	--link "connect=127.0.0.1:$port" --link-mac 52:54:00:77:00:01 \
-	-- /opt/two-node/node.sh a /opt/mpi_check 2>&1 | tee "$out/node-a.log" || status_a=1
+	-- /opt/two-node/node.sh a /opt/mpi_check ${ucx:+"$ucx"} 2>&1 | tee "$out/node-a.log" || status_a=1
 
 # Node A stopped B at its end; give B's guest a minute to power off.
 i=0

@@ -6,8 +6,10 @@
 #
 #   node.sh b          node B (10.77.0.2): the link, then rsh.py's server
 #                      until node A stops it
-#   node.sh a MPI_CHECK  node A (10.77.0.1): the link, then Open MPI jobs
-#                      started on both guests through rsh.py; stops B
+#   node.sh a MPI_CHECK [UCX_PREFIX]  node A (10.77.0.1): the link, then
+#                      Open MPI jobs started on both guests through rsh.py
+#                      (over UCX too with UCX_PREFIX, UCX built with knem
+#                      by tests/interop/build-ucx.sh); stops B
 #
 # Each check prints "two-node: <check>: ..." and the last line of node A
 # is "two-node: N passed, N failed".
@@ -22,7 +24,7 @@ fail() { echo "two-node: $1: FAIL: $2"; failed=$((failed + 1)); }
 case $role in
 a) me=10.77.0.1 peer=10.77.0.2 ;;
 b) me=10.77.0.2 peer=10.77.0.1 ;;
-*) echo "usage: node.sh a MPI_CHECK | node.sh b" >&2; exit 2 ;;
+*) echo "usage: node.sh a MPI_CHECK [UCX_PREFIX] | node.sh b" >&2; exit 2 ;;
 esac
 
 # ---- The link ----------------------------------------------------------------
@@ -70,6 +72,7 @@ fi
 # ---- Node A: jobs across both guests -------------------------------------
 
 mpi_check=$2
+ucx=${3:-}
 rsh=$here/rsh.py
 # knem's bytes on node A (local) or B (through rsh.py).
 knem_bytes() {
@@ -102,29 +105,54 @@ else
 	fail "a: mpirun 2x2 hostname" "$(echo "$out" | tail -n 20)"
 fi
 
-# mpi_check over ob1: TCP between the guests, vader inside each.  Debian's
-# Open MPI 4.1.4 has no knem in vader (its single copy is CMA), so knem
-# must move nothing on either guest.
-ba0=$(knem_bytes a) bb0=$(knem_bytes b)
-t0=$(date +%s)
-mpirun_2x2 --mca pml ob1 --mca btl tcp,vader,self \
-	--mca coll_tuned_use_dynamic_rules 1 \
-	--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
-	"$mpi_check" > /tmp/ob1.log 2>&1
-rc=$?
-secs=$(($(date +%s) - t0))
-grep '^mpi_check:' /tmp/ob1.log | sed 's/^/    /'
-dba=$(($(knem_bytes a) - ba0)) dbb=$(($(knem_bytes b) - bb0))
-line="knem bytes node-a +$dba node-b +$dbb (expected 0 and 0: vader uses CMA), $secs s"
-if [ "$rc" -ne 0 ]; then
-	sed 's/^/    /' /tmp/ob1.log | tail -n 30
-	fail "a: ompi-ob1-tcp-vader-2x2" "mpirun exited with status $rc"
-elif ! grep -q '^mpi_check: ranks 4, .*, bad bytes 0,' /tmp/ob1.log; then
-	fail "a: ompi-ob1-tcp-vader-2x2" "mpi_check did not verify every byte on 4 ranks"
-elif [ "$dba" -ne 0 ] || [ "$dbb" -ne 0 ]; then
-	fail "a: ompi-ob1-tcp-vader-2x2" "$line"
-else
-	pass "a: ompi-ob1-tcp-vader-2x2: $line"
+# job NAME KNEM LAUNCH-ARGS...: mpi_check on 2 x 2 ranks, every byte
+# verified, then knem's bytes on each guest against what it must have
+# moved: KNEM "intra" is the guest's intra-node share, which mpi_check
+# prints per node; "none" is nothing.
+job() {
+	name=$1 want=$2
+	shift 2
+	ba0=$(knem_bytes a) bb0=$(knem_bytes b)
+	t0=$(date +%s)
+	mpirun_2x2 --mca coll_tuned_use_dynamic_rules 1 \
+		--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
+		"$@" "$mpi_check" > "/tmp/$name.log" 2>&1
+	rc=$?
+	secs=$(($(date +%s) - t0))
+	grep '^mpi_check:' "/tmp/$name.log" | sed 's/^/    /'
+	dba=$(($(knem_bytes a) - ba0)) dbb=$(($(knem_bytes b) - bb0))
+	if [ "$want" = intra ]; then
+		wa=$(sed -n 's/^mpi_check: node node-a, ranks 2, intra-node bytes \([0-9]*\)$/\1/p' "/tmp/$name.log")
+		wb=$(sed -n 's/^mpi_check: node node-b, ranks 2, intra-node bytes \([0-9]*\)$/\1/p' "/tmp/$name.log")
+	else
+		wa=0 wb=0
+	fi
+	line="knem bytes node-a +$dba (expected ${wa:-none}), node-b +$dbb (expected ${wb:-none}), $secs s"
+	if [ "$rc" -ne 0 ]; then
+		sed 's/^/    /' "/tmp/$name.log" | tail -n 30
+		fail "a: $name" "mpirun exited with status $rc"
+	elif ! grep -q '^mpi_check: ranks 4, .*, bad bytes 0,' "/tmp/$name.log"; then
+		fail "a: $name" "mpi_check did not verify every byte on 4 ranks"
+	elif [ -z "$wa" ] || [ -z "$wb" ] || [ "$dba" -ne "$wa" ] || [ "$dbb" -ne "$wb" ]; then
+		fail "a: $name" "$line"
+	else
+		pass "a: $name: $line"
+	fi
+}
+
+# ob1: TCP between the guests, vader inside each.  Debian's Open MPI 4.1.4
+# has no knem in vader (its single copy is CMA): knem moves nothing.
+job ompi-ob1-tcp-vader-2x2 none --mca pml ob1 --mca btl tcp,vader,self
+
+# UCX rebuilt with knem: TCP between the guests, knem for every large
+# message inside each (rendezvous from 64 KiB), so each guest's module
+# moves exactly its intra-node share.
+if [ -n "$ucx" ]; then
+	export LD_LIBRARY_PATH="$ucx/lib" UCX_TLS=self,posix,knem,tcp UCX_NET_DEVICES=eth0 \
+		UCX_RNDV_THRESH=65536 UCX_WARN_UNUSED_ENV_VARS=n
+	job ompi-ucx-tcp-knem-2x2 intra --mca pml ucx --mca btl self \
+		--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any \
+		-x LD_LIBRARY_PATH -x UCX_TLS -x UCX_NET_DEVICES -x UCX_RNDV_THRESH -x UCX_WARN_UNUSED_ENV_VARS
 fi
 
 if "$rsh" --stop "$peer"; then
