@@ -9,6 +9,8 @@
 #   make interop    UCX and Open MPI over the module on each kernel of VM_KERNELS
 #   make interop-smsc  smsc/knem in Debian's own Open MPI 5.0.7 and 6.0, in
 #                   their releases' chroots booted in the VM
+#   make two-node   Open MPI across two guests joined by a private link
+#                   (tests/vm/two-guests.sh; not part of make test)
 #   make module     knem.ko for each kernel of KVERS
 #   make test-debug-kernel  the suite, the DMA-provider suite and a 10-minute
 #                   fuzz under a KASAN + lockdep kernel built once per machine
@@ -33,7 +35,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
-	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc test-debug-kernel \
+	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc two-node test-debug-kernel \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
 
@@ -161,6 +163,16 @@ SMSC_KERNELS ?= 6.1
 interop-smsc: module
 	tests/interop/smsc.sh $(foreach r,$(SMSC_RELEASES),--release $(r)) \
 		$(foreach k,$(SMSC_KERNELS),--kernel $(k))
+
+# Two guests (1 vCPU each) on a QEMU socket link, mpirun starting ranks on
+# both through tests/vm/two-node/rsh.py, over ob1 and over UCX with knem
+# (the interop stage's UCX build, reused when up to date); not in
+# `make test` (about 9 minutes under TCG on a loaded 2-core machine, plus
+# the UCX build the first time).
+two-node: module
+	tests/interop/setup.sh $(BUILD)/interop/src
+	tests/interop/build-ucx.sh $(BUILD)/interop/src $(BUILD)/interop/ucx
+	tests/vm/two-guests.sh --kernel 6.1 --ucx $(BUILD)/interop/ucx
 
 # knem-bench, static so the same binary runs on the host and in the VM.
 BENCH_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-bench

@@ -20,6 +20,11 @@
  * transport's single-copy path takes the messages above its eager limit
  * whole and none below, so the total is what it must move.  Rank 0 also
  * prints the smallest message, which says whether the threshold mattered.
+ *
+ * Across nodes, the lowest rank of each node (MPI_COMM_TYPE_SHARED) also
+ * prints the part of that total that stayed inside its node, the bytes its
+ * ranks received from ranks of the same node:
+ *   mpi_check: node NAME, ranks R, intra-node bytes N
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -74,9 +79,13 @@ static void *xmalloc(size_t len)
 int main(int argc, char **argv)
 {
 	uint64_t moved = 0, verified = 0, bad = 0, total_bad, total_verified;
+	uint64_t intra = 0, node_intra;
 	size_t max = 16 * MIB + 3;
 	size_t above = 0, smallest = alltoall_block;
-	int rank, n;
+	int rank, n, node_rank, node_size, name_len;
+	int *node_of; /* each world rank's node, as the node's lowest world rank */
+	char name[MPI_MAX_PROCESSOR_NAME];
+	MPI_Comm node;
 	uint8_t *buf, *sbuf, *rbuf;
 
 	MPI_Init(&argc, &argv);
@@ -92,6 +101,16 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
 	buf = xmalloc(max);
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+	MPI_Comm_rank(node, &node_rank);
+	MPI_Comm_size(node, &node_size);
+	node_of = xmalloc(sizeof(*node_of) * (size_t)n);
+	{
+		int leader = rank;
+
+		MPI_Bcast(&leader, 1, MPI_INT, 0, node);
+		MPI_Allgather(&leader, 1, MPI_INT, node_of, 1, MPI_INT, MPI_COMM_WORLD);
+	}
 
 	for (size_t k = 0; n > 1 && k < sizeof(pingpong_sizes) / sizeof(pingpong_sizes[0]); k++) {
 		size_t len = pingpong_sizes[k];
@@ -112,8 +131,11 @@ int main(int argc, char **argv)
 			fill(buf, len, 2 * k + 1);
 			MPI_Send(buf, (int)len, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
 		}
-		if (len > above)
+		if (len > above) {
 			moved += 2 * len;
+			if ((rank == 0 || rank == peer) && node_of[0] == node_of[peer])
+				intra += len;
+		}
 		if (len < smallest)
 			smallest = len;
 	}
@@ -130,8 +152,11 @@ int main(int argc, char **argv)
 			bad += check(buf, bcast_size, seed);
 			verified += bcast_size;
 		}
-		if (bcast_size > above)
+		if (bcast_size > above) {
 			moved += (uint64_t)(n - 1) * bcast_size;
+			if (rank != root && node_of[root] == node_of[rank])
+				intra += bcast_size;
+		}
 	}
 	if (n > 1 && bcast_size < smallest)
 		smallest = bcast_size;
@@ -149,11 +174,20 @@ int main(int argc, char **argv)
 			     1000 + (uint64_t)from * 64 + (uint64_t)rank);
 		verified += alltoall_block;
 	}
-	if (alltoall_block > above)
+	if (alltoall_block > above) {
 		moved += (uint64_t)n * (uint64_t)(n - 1) * alltoall_block;
+		for (int from = 0; from < n; from++)
+			if (from != rank && node_of[from] == node_of[rank])
+				intra += alltoall_block;
+	}
 
 	MPI_Reduce(&bad, &total_bad, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&verified, &total_verified, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&intra, &node_intra, 1, MPI_UINT64_T, MPI_SUM, 0, node);
+	MPI_Get_processor_name(name, &name_len);
+	if (node_rank == 0)
+		printf("mpi_check: node %s, ranks %d, intra-node bytes %llu\n", name,
+		       node_size, (unsigned long long)node_intra);
 	if (rank == 0) {
 		printf("mpi_check: smallest message %zu bytes, counted above %zu\n", smallest, above);
 		printf("mpi_check: ranks %d, bytes verified %llu, bad bytes %llu, large-message bytes %llu\n",
@@ -163,6 +197,8 @@ int main(int argc, char **argv)
 	free(rbuf);
 	free(sbuf);
 	free(buf);
+	free(node_of);
+	MPI_Comm_free(&node);
 	MPI_Finalize();
 	return rank == 0 && total_bad ? 1 : 0;
 }
