@@ -7,8 +7,13 @@
 # with our smsc/knem (mpi/openmpi/smsc-knem) as its single-copy mechanism,
 # checked against the module's counters, and a control run with CMA.
 #
-#   guest-smsc.sh LABEL DIR    DIR: mca_smsc_knem.so, mpi_check, VERSION
+#   guest-smsc.sh LABEL DIR    DIR: mca_smsc_knem.so, mpi_check, VERSION,
+#                              and when built, knemrs/ (mca_coll_knemrs.so
+#                              and its libknem_rs) and coll_check
 #                              (tests/interop/ompi-chroot.sh build)
+#
+# Then coll/knemrs under coll_check (tests/interop/knemrs.sh's verify
+# runs on 2 and 4 ranks) in the same Open MPI.
 #
 # Each check prints one line
 #   interop: <check>: knem bytes +N (expected N), failed copies 0, regions 0, pinned 0
@@ -88,6 +93,22 @@ mpi_job "$label-smsc-default-2" all mpirun_smsc 2
 # The control: CMA instead of knem moves nothing through the module.
 smsc=cma
 mpi_job "$label-smsc-cma-2" 0 mpirun_smsc 2
+
+# coll/knemrs in this Open MPI: its component directory instead of ours
+# (smsc/knem stays out: CMA carries point to point, so that knem's
+# counters see only what coll/knemrs moved).
+if [ -f "$dir/knemrs/mca_coll_knemrs.so" ]; then
+	knemrs=$dir/knemrs
+	coll_check=$dir/coll_check
+	knemrs_launch="--map-by :OVERSUBSCRIBE --bind-to none"
+	knemrs_path=$pkglibdir${launcher_path:+:$launcher_path}:$knemrs
+	knemrs_transport="--mca pml ob1 --mca btl self,sm --mca smsc cma"
+	knemrs_label=$label-
+	knemrs_suite=verify
+	. "$(dirname "$0")/knemrs.sh"
+else
+	fail "$label-knemrs" "no coll/knemrs built in $dir"
+fi
 
 echo "interop: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
