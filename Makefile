@@ -155,13 +155,15 @@ interop: module stat-bin capi-bin
 # Our smsc/knem (mpi/openmpi/smsc-knem) with Debian's own Open MPI 5.0.7
 # (trixie) and 6.0 (sid), each built and run in its release's chroot
 # (KNEM_KERNELS_DIR/root/RELEASE, made when missing) booted as the VM's
-# root: mpi_check over btl/sm, checked against knem's byte counters
+# root: mpi_check over btl/sm, and coll/knemrs (built there against
+# libknem_rs) under coll_check, checked against knem's byte counters
 # (tests/interop/smsc.sh), on the 6.1 kernel: the releases' userspace runs
 # on it.  Not in `make test` yet.
 SMSC_RELEASES ?= trixie sid
 SMSC_KERNELS ?= 6.1
-interop-smsc: module
-	tests/interop/smsc.sh $(foreach r,$(SMSC_RELEASES),--release $(r)) \
+interop-smsc: module capi-bin
+	tests/interop/smsc.sh --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
+		$(foreach r,$(SMSC_RELEASES),--release $(r)) \
 		$(foreach k,$(SMSC_KERNELS),--kernel $(k))
 
 # Two guests (1 vCPU each) on a QEMU socket link, mpirun starting ranks on

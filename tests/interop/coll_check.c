@@ -14,6 +14,12 @@
  *                                 if coll/knemrs carried every call from
  *                                 coll_knemrs_threshold (read through
  *                                 MPI_T) on.
+ *   coll_check bcast [MAXSIZE]    verify's MPI_Bcast calls only, for a
+ *                                 collective component other than
+ *                                 coll/knemrs (coll/xhc over smsc/knem):
+ *                                 reports the bytes a single copy per
+ *                                 receiving rank moves from the threshold
+ *                                 on.
  *   coll_check fallback           the cases coll/knemrs must leave to the
  *                                 module it replaced: a vector datatype on
  *                                 every rank, contiguous at the root only,
@@ -235,7 +241,9 @@ static void threshold_set(int v)
 		die("MPI_T_cvar_write(coll_knemrs_threshold) failed");
 }
 
-static long long verify(size_t maxsize)
+/* Every operation, or MPI_Bcast only (nops 1: BCAST is the first), then
+ * the duplicates. */
+static long long verify(size_t maxsize, int nops)
 {
 	static const size_t sizes[] = { 0, 1, 4097, 65536, (1 << 20) + 3, 16 << 20 };
 	int threshold = threshold_get(), salt = 0;
@@ -244,7 +252,7 @@ static long long verify(size_t maxsize)
 	if (threshold < 0)
 		die("coll_knemrs_threshold is -1 (from the model): set it so that the "
 		    "expected bytes are known");
-	for (int op = 0; op < NOPS; op++)
+	for (int op = 0; op < nops; op++)
 		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 			size_t n = sizes[k];
 
@@ -443,14 +451,16 @@ int main(int argc, char **argv)
 	threshold_open();
 
 	if (strcmp(mode, "verify") == 0)
-		knem = verify(argc > 2 ? strtoull(argv[2], NULL, 0) : (2u << 20));
+		knem = verify(argc > 2 ? strtoull(argv[2], NULL, 0) : (2u << 20), NOPS);
+	else if (strcmp(mode, "bcast") == 0)
+		knem = verify(argc > 2 ? strtoull(argv[2], NULL, 0) : (2u << 20), 1);
 	else if (strcmp(mode, "fallback") == 0)
 		fallback();
 	else if (strcmp(mode, "bench") == 0)
 		knem = bench(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20,
 			     argc > 3 ? strtoull(argv[3], NULL, 0) : (4u << 20));
 	else
-		die("usage: coll_check verify [MAXSIZE] | fallback | bench [ITERS [MAXSIZE]]");
+		die("usage: coll_check verify|bcast [MAXSIZE] | fallback | bench [ITERS [MAXSIZE]]");
 
 	MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Allreduce(&calls, &all_calls, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);

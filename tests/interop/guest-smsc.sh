@@ -7,8 +7,14 @@
 # with our smsc/knem (mpi/openmpi/smsc-knem) as its single-copy mechanism,
 # checked against the module's counters, and a control run with CMA.
 #
-#   guest-smsc.sh LABEL DIR    DIR: mca_smsc_knem.so, mpi_check, VERSION
+#   guest-smsc.sh LABEL DIR    DIR: mca_smsc_knem.so, mpi_check, VERSION,
+#                              and when built, knemrs/ (mca_coll_knemrs.so
+#                              and its libknem_rs) and coll_check
 #                              (tests/interop/ompi-chroot.sh build)
+#
+# Then coll/knemrs under coll_check (tests/interop/knemrs.sh's verify
+# runs on 2 and 4 ranks) in the same Open MPI, and where Open MPI has
+# coll/xhc (6.0), coll_check's bcast through xhc over our smsc/knem.
 #
 # Each check prints one line
 #   interop: <check>: knem bytes +N (expected N), failed copies 0, regions 0, pinned 0
@@ -88,6 +94,65 @@ mpi_job "$label-smsc-default-2" all mpirun_smsc 2
 # The control: CMA instead of knem moves nothing through the module.
 smsc=cma
 mpi_job "$label-smsc-cma-2" 0 mpirun_smsc 2
+
+# coll/knemrs in this Open MPI: its component directory instead of ours
+# (smsc/knem stays out: CMA carries point to point, so that knem's
+# counters see only what coll/knemrs moved).
+if [ -f "$dir/knemrs/mca_coll_knemrs.so" ]; then
+	knemrs=$dir/knemrs
+	coll_check=$dir/coll_check
+	knemrs_launch="--map-by :OVERSUBSCRIBE --bind-to none"
+	knemrs_path=$pkglibdir${launcher_path:+:$launcher_path}:$knemrs
+	knemrs_transport="--mca pml ob1 --mca btl self,sm --mca smsc cma"
+	knemrs_label=$label-
+	knemrs_suite=verify
+	. "$(dirname "$0")/knemrs.sh"
+else
+	fail "$label-knemrs" "no coll/knemrs built in $dir"
+fi
+
+# Open MPI 6.0's coll/xhc over our smsc/knem: its bcast reads the root's
+# buffer through smsc (one copy per receiving rank), so knem's counters
+# must grow.  coll/knemrs is loaded only for coll_check's MPI_T variable
+# (priority 0: never selected); MPI_Bcast is the only large call.
+xhc_bcast() {
+	name=$label-xhc-bcast-2
+	b0=$(knem_bytes) f0=$(counter copies_failed)
+	mpirun --map-by :OVERSUBSCRIBE --bind-to none -np 2 \
+		--mca mca_base_component_path "$component_path:$knemrs" \
+		--mca pml ob1 --mca btl self,sm --mca smsc knem \
+		--mca coll_knemrs_priority 0 --mca coll_knemrs_threshold 4096 \
+		--mca coll_xhc_priority 100 --mca coll_base_verbose 10 \
+		"$coll_check" bcast > "/tmp/$name.log" 2>&1
+	rc=$?
+	log=/tmp/$name.log
+	if [ "$rc" -ne 0 ]; then
+		grep -av 'mca: base\|coll:find_available\|comm_select\|comm_query\|comm_unselect' "$log" |
+			sed 's/^/    /' | tail -n 30
+		fail "$name" "mpirun exited with status $rc"
+		return
+	fi
+	grep -a '^coll_check:' "$log" | sed 's/^/    /'
+	if ! grep -aq '^coll_check: .*, bad bytes 0,' "$log"; then
+		fail "$name" "coll_check did not verify every byte"
+		return
+	fi
+	selected=$(grep -ac 'coll:base:comm_select: selecting *xhc, priority *100, Enabled' "$log")
+	single=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+	db=$(($(knem_bytes) - b0))
+	df=$(($(counter copies_failed) - f0))
+	line="knem bytes +$db (one copy per receiving rank from 4 KiB: $single), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages), xhc selected on $selected"
+	if [ "$selected" -ge 2 ] && [ "$db" -gt 0 ] && [ "$df" -eq 0 ] &&
+		[ "$(counter regions)" -eq 0 ] && [ "$(counter pinned_pages)" -eq 0 ]; then
+		echo "interop: $name: $line"
+		passed=$((passed + 1))
+	else
+		fail "$name" "$line"
+	fi
+}
+if grep -q 'MCA coll: xhc ' /tmp/ompi_info.log && [ -f "$dir/knemrs/mca_coll_knemrs.so" ]; then
+	xhc_bcast
+fi
 
 echo "interop: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

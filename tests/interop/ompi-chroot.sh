@@ -15,9 +15,15 @@
 #                       package (unpacked under /usr/src/knem-ompi-headers
 #                       in the chroot, never in this tree; trixie's when
 #                       the mirror lacks the release's source)
-#   ompi-chroot.sh build RELEASE OUT  mca_smsc_knem.so and mpi_check, built
-#                       in the chroot with its mpicc, copied to OUT with a
-#                       file VERSION holding the Open MPI version
+#   ompi-chroot.sh build RELEASE OUT [CAPI_LIB]
+#                       mca_smsc_knem.so and mpi_check, built in the
+#                       chroot with its mpicc, copied to OUT with a file
+#                       VERSION holding the Open MPI version; with
+#                       CAPI_LIB (the host's libknem_rs.so: the releases'
+#                       glibc is newer than the host's, so it runs there)
+#                       also coll/knemrs and coll_check: OUT/knemrs/
+#                       holds mca_coll_knemrs.so and lib/libknem_rs.so.0,
+#                       its run path ($ORIGIN/lib)
 #   ompi-chroot.sh root RELEASE       print the chroot's directory
 #
 # Environment: KNEM_KERNELS_DIR (default build/kernels), KNEM_KERNELS_MIRROR.
@@ -113,7 +119,7 @@ ompi_version() {
 }
 
 build() {
-	local out=$1 b=/tmp/knem-smsc-build v
+	local out=$1 capi_lib=${2:-} b=/tmp/knem-smsc-build v
 	[ -x "$root/usr/bin/mpicc" ] || die "$release: no Open MPI in $root (prepare first)"
 	rm -rf "$root$b"
 	mkdir -p "$root$b/include" "$root$b/smsc-knem" "$out"
@@ -125,14 +131,38 @@ build() {
 	in_root mpicc -O2 -Wall -Wextra -Werror -o "$b/mpi_check" "$b/mpi_check.c"
 	v=$(ompi_version)
 	cp "$root$b/mca_smsc_knem.so" "$root$b/mpi_check" "$out/"
+	if [ -n "$capi_lib" ]; then
+		# libknem_rs under its soname beside the component, found
+		# through the component's run path wherever OUT lands.
+		mkdir -p "$root$b/coll-knemrs" "$root$b/knemrs/lib" "$root$b/capi-include"
+		cp "$top"/mpi/openmpi/coll-knemrs/{Makefile,*.c,*.h} "$root$b/coll-knemrs/"
+		cp "$top/userlib/knem-capi/include/knem_rs.h" "$root$b/capi-include/"
+		cp "$capi_lib" "$root$b/knemrs/lib/libknem_rs.so.0"
+		ln -sf libknem_rs.so.0 "$root$b/knemrs/lib/libknem_rs.so"
+		cp "$top/tests/interop/coll_check.c" "$root$b/"
+		in_root make -s -C "$b/coll-knemrs" KNEM_RS_INCLUDE="$b/capi-include" \
+			KNEM_RS_LIB="$b/knemrs/lib" 'KNEM_RS_RPATH=$$ORIGIN/lib' \
+			EXTRA_INCLUDE=/usr/src/knem-ompi-headers OUT="$b/knemrs"
+		in_root mpicc -O2 -Wall -Wextra -Werror -o "$b/coll_check" "$b/coll_check.c"
+		# The host-built library must load with the release's libc.
+		if in_root ldd "$b/knemrs/mca_coll_knemrs.so" | grep -E 'not found|version .* not found'; then
+			die "$release: mca_coll_knemrs.so does not link in the chroot"
+		fi
+		rm -f "$root$b/knemrs/lib/libknem_rs.so"
+		rm -rf "$out/knemrs"
+		cp -a "$root$b/knemrs" "$out/"
+		cp "$root$b/coll_check" "$out/"
+	fi
 	echo "$v" > "$out/VERSION"
 	rm -rf "$root$b"
-	echo "$prog: $release: mca_smsc_knem.so and mpi_check for Open MPI $v in $out"
+	echo "$prog: $release: mca_smsc_knem.so and mpi_check${capi_lib:+, mca_coll_knemrs.so and coll_check} for Open MPI $v in $out"
 }
 
 case $cmd in
 prepare) prepare ;;
-build) [ $# -eq 3 ] || die "usage: $prog build RELEASE OUT"; build "$(realpath -m "$3")" ;;
+build)
+	[ $# -eq 3 ] || [ $# -eq 4 ] || die "usage: $prog build RELEASE OUT [CAPI_LIB]"
+	build "$(realpath -m "$3")" ${4:+"$(realpath "$4")"} ;;
 root) echo "$root" ;;
 *) die "usage: $prog prepare|build|root RELEASE [OUT]" ;;
 esac

@@ -8,9 +8,11 @@
 # and mpi_check are built there with its mpicc, then the VM boots each
 # kernel with the chroot as its root and runs tests/interop/guest-smsc.sh:
 # mpi_check over btl/sm with --mca smsc knem on 2 and 4 ranks and a CMA
-# control run, each checked against knem's byte counters.
+# control run, each checked against knem's byte counters; with --capi-lib
+# (libknem_rs.so, built on the host) also coll/knemrs, built in the chroot
+# against that Open MPI, under coll_check on 2 and 4 ranks.
 #
-#   tests/interop/smsc.sh [--release RELEASE]... [--kernel VERSION]...
+#   tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]...
 #
 # Default: trixie and sid on kernel 6.1.  Work files go to build/smsc/;
 # each phase's time is printed.
@@ -22,11 +24,13 @@ out=$top/build/smsc
 export KNEM_KERNELS_DIR=${KNEM_KERNELS_DIR:-$top/build/kernels}
 kernels=()
 releases=()
+capi_lib=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernels+=("$2"); shift 2 ;;
 	--release) releases+=("$2"); shift 2 ;;
-	*) echo "usage: tests/interop/smsc.sh [--release RELEASE]... [--kernel VERSION]..." >&2; exit 2 ;;
+	--capi-lib) capi_lib=$2; shift 2 ;;
+	*) echo "usage: tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]..." >&2; exit 2 ;;
 	esac
 done
 [ ${#kernels[@]} -gt 0 ] || kernels=(6.1)
@@ -49,7 +53,7 @@ for rel in "${releases[@]}"; do
 	grep '^tests/interop/ompi-chroot.sh:' "$chroot_log"
 	phase "$rel chroot"
 	rm -rf "${out:?}/$rel"
-	"$top/tests/interop/ompi-chroot.sh" build "$rel" "$out/$rel"
+	"$top/tests/interop/ompi-chroot.sh" build "$rel" "$out/$rel" ${capi_lib:+"$capi_lib"}
 	phase "$rel build"
 	vm_root_dir=$("$top/tests/interop/ompi-chroot.sh" root "$rel")
 	vm_add=$out/$rel
