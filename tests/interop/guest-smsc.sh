@@ -115,28 +115,15 @@ fi
 # buffer through smsc (one copy per receiving rank), so knem's counters
 # must grow.  coll/knemrs is loaded only for coll_check's MPI_T variable
 # (priority 0: never selected); MPI_Bcast is the only large call.
+# coll_run is knemrs.sh's, sourced above.
 xhc_bcast() {
-	name=$label-xhc-bcast-2
 	b0=$(knem_bytes) f0=$(counter copies_failed)
-	mpirun --map-by :OVERSUBSCRIBE --bind-to none -np 2 \
+	coll_run "$label-xhc-bcast-2" mpirun --map-by :OVERSUBSCRIBE --bind-to none -np 2 \
 		--mca mca_base_component_path "$component_path:$knemrs" \
 		--mca pml ob1 --mca btl self,sm --mca smsc knem \
 		--mca coll_knemrs_priority 0 --mca coll_knemrs_threshold 4096 \
 		--mca coll_xhc_priority 100 --mca coll_base_verbose 10 \
-		"$coll_check" bcast > "/tmp/$name.log" 2>&1
-	rc=$?
-	log=/tmp/$name.log
-	if [ "$rc" -ne 0 ]; then
-		grep -av 'mca: base\|coll:find_available\|comm_select\|comm_query\|comm_unselect' "$log" |
-			sed 's/^/    /' | tail -n 30
-		fail "$name" "mpirun exited with status $rc"
-		return
-	fi
-	grep -a '^coll_check:' "$log" | sed 's/^/    /'
-	if ! grep -aq '^coll_check: .*, bad bytes 0,' "$log"; then
-		fail "$name" "coll_check did not verify every byte"
-		return
-	fi
+		"$coll_check" bcast || return
 	selected=$(grep -ac 'coll:base:comm_select: selecting *xhc, priority *100, Enabled' "$log")
 	single=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
 	db=$(($(knem_bytes) - b0))

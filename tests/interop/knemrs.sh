@@ -36,26 +36,36 @@ mpirun_knemrs() {
 # byte verified; coll/knemrs selected for MPI_COMM_WORLD on every rank;
 # knem moved EXPECTED bytes ("all": what coll_check computed).  With
 # EXPECTED "all" each rank must also have made the team over knem.
-coll_job() {
-	name=$knemrs_label$1 want=$2 np=$3
-	shift 3
-	b0=$(knem_bytes) f0=$(counter copies_failed)
-	t0=$(date +%s)
-	mpirun_knemrs "$np" "$coll_check" "$@" > "/tmp/$name.log" 2>&1
-	rc=$?
+# coll_run NAME COMMAND...: run a coll_check job into /tmp/NAME.log (as
+# $log), show its report, and fail NAME (returning 1) unless it exited 0
+# with every byte verified.
+coll_run() {
+	local t0 rc
+	name=$1
+	shift
 	log=/tmp/$name.log
+	t0=$(date +%s)
+	"$@" > "$log" 2>&1
+	rc=$?
 	if [ "$rc" -ne 0 ]; then
 		grep -av 'mca: base\|coll:find_available\|comm_select\|comm_query\|comm_unselect' "$log" |
 			sed 's/^/    /' | tail -n 30
 		fail "$name" "mpirun exited with status $rc"
-		return
+		return 1
 	fi
 	grep -a '^coll_check:\|^  \|^# ' "$log" | sed 's/^/    /'
 	echo "    ($(($(date +%s) - t0)) s)"
 	if ! grep -aq '^coll_check: .*, bad bytes 0,' "$log"; then
 		fail "$name" "coll_check did not verify every byte"
-		return
+		return 1
 	fi
+}
+
+coll_job() {
+	name=$knemrs_label$1 want=$2 np=$3
+	shift 3
+	b0=$(knem_bytes) f0=$(counter copies_failed)
+	coll_run "$name" mpirun_knemrs "$np" "$coll_check" "$@" || return
 	selected=$(grep -ac 'coll:base:comm_select: selecting *knemrs, priority *40, Enabled' "$log")
 	enabled=$(grep -ac 'coll:knemrs: enabled on MPI_COMM_WORLD' "$log")
 	teams=$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9-]* of [0-9]* ranks over knem;' "$log")
