@@ -97,12 +97,13 @@ clippy:
 # VM_FULL_KERNEL (SUITE_MAIN; the interop stage moves 16 MiB+3 messages
 # over knem with real MPI) and gives the other kernels a lighter pass of the
 # same steps (SUITE_LIGHT: teams of 1 to 4, 50 load cycles, 2000 idle fds
-# for the offload thread bound instead of 10,000, and with the DMA provider
-# only the tests that need it, not the whole suite again).  Empty
+# for the offload thread bound instead of 10,000).  Everywhere the pass
+# with the DMA provider runs only the tests that need it; test-kernels (and
+# test-debug-kernel) run the whole suite again with it.  Empty
 # SUITE_MAIN and SUITE_LIGHT run the whole pass everywhere, as
 # test-kernels does.
 VM_FULL_KERNEL ?= 6.1
-SUITE_MAIN ?= KNEM_SUITE_COLL="-n 8 --quick --all-teams"
+SUITE_MAIN ?= KNEM_SUITE_COLL="-n 8 --quick --all-teams" KNEM_SUITE_DMA_TESTS=dma
 SUITE_LIGHT ?= KNEM_SUITE_COLL="-n 4 --quick --all-teams" KNEM_SUITE_CYCLES=50 KNEM_SUITE_IDLE_FDS=2000 \
 	KNEM_SUITE_DMA_TESTS=dma
 vm-test: module tests-bin coll-bin
@@ -222,11 +223,11 @@ fuzz: module
 	tests/fuzzer/run.sh --kernel $(KERNEL) --duration $(DURATION) $(if $(FUZZ_DMA),--dma) \
 		$(if $(SEED),--seed $(SEED)) -- $(FUZZ_ARGS)
 
-# The short fuzz run of `make test`: 30 s on each kernel.
+# The short fuzz run of `make test`: 20 s on each kernel.
 fuzz-smoke: module
 	@set -e; for k in $(VM_KERNELS); do \
-		echo "=== fuzz 30 s on kernel $$k ==="; \
-		tests/fuzzer/run.sh --kernel $$k --duration 30 $(if $(FUZZ_DMA),--dma) -- $(FUZZ_ARGS); \
+		echo "=== fuzz 20 s on kernel $$k ==="; \
+		tests/fuzzer/run.sh --kernel $$k --duration 20 $(if $(FUZZ_DMA),--dma) -- $(FUZZ_ARGS); \
 	done
 
 # The debug lab kernel (tests/debug-kernel): Debian's 6.1 with KASAN,
@@ -244,7 +245,7 @@ test-debug-kernel: core-object tests-bin
 # the input in build/fuzz-core/artifacts/.  FUZZ_CORE_SEED=0: a random seed
 # (libFuzzer prints it).
 FUZZ_CORE_TARGETS := ioctl plan
-FUZZ_CORE_TIME ?= 30
+FUZZ_CORE_TIME ?= 15
 FUZZ_CORE_SEED ?= 1
 FUZZ_CORE_DIR := $(BUILD)/fuzz-core
 FUZZ_CORE_BIN := $(FUZZ_CORE_DIR)/target/$(HOST_TARGET)/release
