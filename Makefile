@@ -314,6 +314,8 @@ FORCE:
 #   make deb           .deb packages in build/deb/ (built from that tarball)
 #   make rpm           .rpm packages in build/rpm/ (rpmbuild -ba on the tarball)
 #   make package-test  install, kernel upgrade and purge on this machine (root)
+#   make deb-openmpi RELEASE=bookworm|trixie|sid   knem-rs-openmpi for that
+#                      release's Open MPI, in build/deb-openmpi/
 #
 # Packages never run cargo: the Rust object, the tools and libknem_rs are
 # built here, before them, and shipped in c-shim/knem_core.prebuilt and
@@ -460,6 +462,23 @@ rpm: $(if $(KNEM_RS_TARBALL),,dist)
 
 package-test:
 	tests/package/run.sh
+
+# knem-rs-openmpi for one Debian release (packaging/openmpi/build-deb.sh):
+# coll/knemrs, and smsc/knem from Open MPI 5 on, built against RELEASE's
+# Open MPI (bookworm: this machine's 4.1.4; trixie, sid: in their chroots,
+# KNEM_KERNELS_DIR/root/RELEASE) into build/deb-openmpi/.
+# package-test-openmpi: each of OMPI_PKG_RELEASES' packages installed with
+# make deb's libknem-rs0 in its chroot, listed by ompi_info, purged
+# without a trace (tests/package/openmpi-chroots.sh; bookworm's is in
+# package-test).
+RELEASE ?= bookworm
+OMPI_PKG_RELEASES ?= trixie sid
+LIBKNEM_DEB = $(firstword $(wildcard $(BUILD)/deb/libknem-rs0_$(PKG_VERSION)-*_amd64.deb))
+.PHONY: deb-openmpi package-test-openmpi
+deb-openmpi: capi-bin
+	packaging/openmpi/build-deb.sh $(RELEASE) $(BUILD)/deb-openmpi $(PREBUILT)/libknem_rs.so
+package-test-openmpi: capi-bin $(if $(LIBKNEM_DEB),,deb)
+	tests/package/openmpi-chroots.sh $(LIBKNEM_DEB) $(PREBUILT)/libknem_rs.so $(OMPI_PKG_RELEASES)
 
 # Installation steps the packages call inside the unpacked tarball; they
 # never build anything.

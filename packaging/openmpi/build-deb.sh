@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# packaging/openmpi/build-deb.sh RELEASE OUTDIR LIBKNEM_RS
+#
+# knem-rs-openmpi for one Debian release: coll/knemrs (and, for Open MPI 5
+# and later, smsc/knem) compiled against that release's libopenmpi-dev and
+# installed into its Open MPI component directory, so that ompi_info and
+# mpirun load them with no configuration.  An Open MPI component must be
+# built against the exact Open MPI that loads it (Open MPI checks only the
+# MCA version), so the package depends on exactly the release's
+# libopenmpi version, and each release gets its own build:
+#
+#   bookworm  this machine (Open MPI 4.1.4): coll/knemrs only
+#   trixie    in KNEM_KERNELS_DIR/root/trixie (5.0.7): coll/knemrs, smsc/knem
+#   sid       in KNEM_KERNELS_DIR/root/sid (6.0): coll/knemrs, smsc/knem
+#
+# The chroots are tests/interop/ompi-chroot.sh's (prepared here when they
+# have no mpicc or lack the headers libopenmpi-dev leaves out).  The
+# compilers run in the chroot; the .deb is assembled here with dpkg-deb.
+# LIBKNEM_RS is the libknem_rs.so the components link against (soname
+# libknem_rs.so.0, the one libknem-rs0 ships; make capi-bin): it is only
+# linked against, not packaged.  The .deb is OUTDIR/knem-rs-openmpi_
+# VERSION-1~RELEASE_amd64.deb; its Version names the release.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+prog=packaging/openmpi/build-deb.sh
+die() { echo "$prog: $*" >&2; exit 2; }
+
+[ $# -eq 3 ] || die "usage: $prog bookworm|trixie|sid OUTDIR LIBKNEM_RS"
+release=$1
+out=$(realpath -m "$2")
+capi_lib=$(realpath "$3")
+pkg=knem-rs-openmpi
+version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$top/Cargo.toml")
+deb_version=$version-1~$release
+objdump -p "$capi_lib" | grep -qE '^ +SONAME +libknem_rs\.so\.0$' || die "$capi_lib: no SONAME libknem_rs.so.0"
+
+# The release's Open MPI library package: it owns the component directory
+# and the libraries the components link to.
+case $release in
+bookworm) ompi_pkg=libopenmpi3 smsc=0 ;;
+trixie | sid) ompi_pkg=libopenmpi40 smsc=1 ;;
+*) die "no knem-rs-openmpi for '$release' (bookworm, trixie, sid)" ;;
+esac
+
+if [ "$release" = bookworm ]; then
+	. /etc/os-release
+	[ "${VERSION_CODENAME:-}" = bookworm ] || die "bookworm's package is built on a bookworm machine (this is ${VERSION_CODENAME:-unknown})"
+	root=
+	in_root() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C "$@"; }
+else
+	root=$("$top/tests/interop/ompi-chroot.sh" root "$release")
+	# As ompi-chroot.sh's: /proc in a private mount namespace.
+	in_root() {
+		unshare --mount --propagation private -- /bin/sh -c \
+			'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$root" \
+			env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C "$@"
+	}
+	if [ ! -x "$root/usr/bin/mpicc" ] || [ ! -d "$root/usr/src/knem-ompi-headers/opal" ]; then
+		"$top/tests/interop/ompi-chroot.sh" prepare "$release"
+	fi
+fi
+
+ompi_version=$(in_root dpkg-query -W -f '${Version}' "$ompi_pkg") ||
+	die "$release: $ompi_pkg is not installed"
+dev_version=$(in_root dpkg-query -W -f '${Version}' libopenmpi-dev) ||
+	die "$release: libopenmpi-dev is not installed"
+[ "$ompi_version" = "$dev_version" ] || die "$release: $ompi_pkg $ompi_version but libopenmpi-dev $dev_version"
+pkglibdir=$(in_root ompi_info --parsable --path pkglibdir 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+[ -n "$pkglibdir" ] || die "$release: ompi_info names no pkglibdir"
+
+# Build in a scratch directory under the root (the host's /tmp for bookworm).
+# A fixed path: it is in the debug information the build id covers.
+b=/tmp/knem-rs-openmpi-build
+trap 'rm -rf "$root$b"' EXIT
+rm -rf "$root$b"
+mkdir -p "$root$b/include" "$root$b/lib" "$root$b/coll-knemrs" "$root$b/out"
+cp "$top/include/knem_io.h" "$top/userlib/knem-capi/include/knem_rs.h" "$root$b/include/"
+cp "$capi_lib" "$root$b/lib/libknem_rs.so"
+cp "$top"/mpi/openmpi/coll-knemrs/{Makefile,*.c,*.h} "$root$b/coll-knemrs/"
+extra=
+[ "$release" = bookworm ] || extra=EXTRA_INCLUDE=/usr/src/knem-ompi-headers
+# KNEM_RS_LDFLAGS instead of KNEM_RS_LIB: no run path, the library comes
+# from libknem-rs0 in the system's library directory.
+in_root make -s -C "$b/coll-knemrs" KNEM_RS_INCLUDE="$b/include" \
+	KNEM_RS_LDFLAGS="-L$b/lib -lknem_rs" $extra OUT="$b/out"
+dsos=(mca_coll_knemrs.so)
+if [ "$smsc" = 1 ]; then
+	mkdir -p "$root$b/smsc-knem"
+	cp "$top"/mpi/openmpi/smsc-knem/{Makefile,*.c,*.h} "$root$b/smsc-knem/"
+	in_root make -s -C "$b/smsc-knem" KNEM_INCLUDE="$b/include" $extra OUT="$b/out"
+	dsos+=(mca_smsc_knem.so)
+fi
+
+# The package tree.
+stage=$out/$pkg-$release
+rm -rf "$stage"
+mkdir -p "$stage/DEBIAN" "$stage$pkglibdir" "$stage/usr/share/doc/$pkg"
+glibc=0
+for d in "${dsos[@]}"; do
+	install -m 0644 "$root$b/out/$d" "$stage$pkglibdir/$d"
+	strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage$pkglibdir/$d"
+	if objdump -p "$stage$pkglibdir/$d" | grep -E '^ +(RPATH|RUNPATH) '; then die "$d has a run path"; fi
+	# The newest glibc symbol version it needs (dpkg-shlibdeps would say
+	# the same for libc6; the other libraries are the two packages below).
+	v=$(objdump -T "$stage$pkglibdir/$d" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
+	glibc=$(printf '%s\n%s\n' "$glibc" "$v" | sort -V | tail -n 1)
+done
+install -m 0644 "$top/debian/copyright" "$stage/usr/share/doc/$pkg/copyright"
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$top" log -1 --format=%ct 2>/dev/null || echo 0)}
+date=$(date -R -u -d "@$epoch")
+{
+	echo "knem-rs ($deb_version) $release; urgency=medium"
+	echo
+	echo "  * knem-rs-openmpi for $release, built against its Open MPI ($ompi_pkg"
+	echo "    $ompi_version) by packaging/openmpi/build-deb.sh."
+	echo
+	echo " -- knem-rs maintainers <maintainers@users.noreply.a-seed-46caf81f.example>  $date"
+} | gzip -n -9 > "$stage/usr/share/doc/$pkg/changelog.Debian.gz"
+chmod 0644 "$stage/usr/share/doc/$pkg/changelog.Debian.gz"
+comps="coll/knemrs"
+[ "$smsc" = 1 ] && comps="coll/knemrs and smsc/knem"
+ompi_upstream=${ompi_version%%-*}
+cat > "$stage/DEBIAN/control" <<EOF
+Package: $pkg
+Source: knem-rs
+Version: $deb_version
+Architecture: amd64
+Maintainer: knem-rs maintainers <maintainers@users.noreply.a-seed-46caf81f.example>
+Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+Depends: $ompi_pkg (= $ompi_version), libknem-rs0 (>= $version), libc6 (>= $glibc)
+Recommends: knem-rs-dkms
+Suggests: knem-rs-tools
+Section: libs
+Priority: optional
+Description: knem-rs components for Debian $release's Open MPI $ompi_upstream
+ knem-rs is a Linux kernel module that lets processes of one node copy
+ memory regions of one another with a single copy. It implements the
+ /dev/knem interface of KNEM (ABI 0x0d).
+ .
+ This package adds $comps to Open MPI $ompi_version
+ of Debian $release, in its component directory, so that ompi_info and
+ mpirun find them with no configuration. coll/knemrs runs MPI_Bcast,
+ MPI_Scatter, MPI_Gather, MPI_Allgather and MPI_Alltoall of communicators
+ within one node with libknem_rs's contention-aware single-copy
+ collectives, and leaves every other case to Open MPI's own components.
+EOF
+[ "$smsc" = 0 ] || cat >> "$stage/DEBIAN/control" <<EOF
+ smsc/knem gives Open MPI's shared-memory transport (btl/sm) single-copy
+ transfers over /dev/knem.
+EOF
+off="--mca coll ^knemrs"
+[ "$smsc" = 0 ] || off="$off and --mca smsc ^knem"
+cat >> "$stage/DEBIAN/control" <<EOF
+ .
+ Turn off with $off. The package works only
+ with exactly this Open MPI build: it is rebuilt for each.
+EOF
+mkdir -p "$out"
+deb=$out/${pkg}_${deb_version}_amd64.deb
+rm -f "$deb"
+# The same bytes from the same commit and Open MPI.
+find "$stage" -exec touch -h -d "@$epoch" {} +
+SOURCE_DATE_EPOCH=$epoch dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" > /dev/null
+rm -rf "$stage"
+echo "$prog: $deb ($comps for $ompi_pkg $ompi_version, $pkglibdir)"
