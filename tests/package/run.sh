@@ -18,6 +18,12 @@
 #   5. rpmbuild -ba, then the RPMs' contents, scripts, provides, requires
 #      and dkms.conf are checked.
 #
+# knem-rs-openmpi (make deb-openmpi RELEASE=bookworm, for this machine's
+# Open MPI 4.1.4) goes along: built and checked in 1, installed in 2,
+# where ompi_info must list coll/knemrs and an mpirun job runs with it,
+# purged in 4; its RPM subpackage in 5.  trixie's and sid's are make
+# package-test-openmpi's (tests/package/openmpi-chroots.sh).
+#
 # Re-runnable: an earlier installation is purged first, and the packages
 # are purged at the end even when a check fails. The extra kernel packages
 # are removed again only if this run installed them.
@@ -68,7 +74,7 @@ added_kernel_pkgs() {
 
 purge_ours() {
 	local p pkgs=()
-	for p in knem-rs-dkms libknem-rs-dev libknem-rs0 knem-rs-tools; do
+	for p in knem-rs-openmpi knem-rs-dkms libknem-rs-dev libknem-rs0 knem-rs-tools; do
 		dpkg-query -W "$p" >/dev/null 2>&1 && pkgs+=("$p")
 	done
 	[ ${#pkgs[@]} -eq 0 ] || apt-get purge -y "${pkgs[@]}"
@@ -242,12 +248,13 @@ nothing_left() {
 		/usr/include/knem_io.h /usr/include/knem_rs.h /usr/share/pkgconfig/knem-rs.pc \
 		$libdir/libknem_rs.* $libdir/pkgconfig/knem_rs.pc \
 		/usr/share/doc/knem-rs-dkms /usr/share/doc/libknem-rs0 /usr/share/doc/libknem-rs-dev \
-		/usr/bin/knem-bench /usr/bin/knem-stat /usr/bin/knem-run; do
+		/usr/bin/knem-bench /usr/bin/knem-stat /usr/bin/knem-run \
+		"$ompi_pkglibdir/mca_coll_knemrs.so" /usr/share/doc/knem-rs-openmpi; do
 		[ -e "$f" ] || [ -L "$f" ] && { echo "left behind: $f"; status=1; }
 	done
 	# ldconfig's trigger must have dropped the library from the cache too.
 	ldconfig -p | grep libknem_rs && { echo "left behind in ld.so.cache"; status=1; }
-	for f in knem-rs-dkms libknem-rs-dev libknem-rs0 knem-rs-tools; do
+	for f in knem-rs-dkms libknem-rs-dev libknem-rs0 knem-rs-tools knem-rs-openmpi; do
 		dpkg-query -W "$f" >/dev/null 2>&1 && { echo "still known to dpkg: $f"; status=1; }
 	done
 	return $status
@@ -268,12 +275,65 @@ lintian_clean() {
 	[ "$rc" -eq 0 ] && ! grep -q '^E: ' "$out"
 }
 
+# knem-rs-openmpi: this machine's Open MPI, its library package's version
+# (the package must depend on exactly it) and its component directory.
+ompi_pkglibdir=$(ompi_info --parsable --path pkglibdir 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+ompi_deb_version=$(dpkg-query -W -f='${Version}' libopenmpi3 2>/dev/null)
+ompi_version=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p')
+
+ompi_deb_control() {
+	local d=$1 depends
+	depends=$(dpkg-deb -f "$d" Depends)
+	echo "Version: $(dpkg-deb -f "$d" Version); Depends: $depends"
+	[ -n "$ompi_deb_version" ] && [ "$(dpkg-deb -f "$d" Version)" = "$version-1~bookworm" ] &&
+		grep -qF "libopenmpi3 (= $ompi_deb_version)" <<< "$depends" &&
+		grep -qF "libknem-rs0 (>= $version)" <<< "$depends" &&
+		[ "$(dpkg-deb -f "$d" Architecture)" = amd64 ]
+}
+
+# lintian on the .deb alone (make deb-openmpi assembles it with dpkg-deb,
+# there is no .changes): exit status 0 and no E: line.
+lintian_deb_clean() {
+	local rc=0
+	lintian --pedantic "$1" > "$2" 2>&1 || rc=$?
+	cat "$2"
+	[ "$rc" -eq 0 ] && ! grep -q '^E: ' "$2"
+}
+
+# ompi_info, no option, no environment: coll/knemrs, with the MCA and API
+# versions of coll/tuned (built for this Open MPI), every component opened.
+ompi_info_knemrs() {
+	local o e rc=0 tuned
+	o=$(env -i PATH=/usr/bin:/bin HOME=/root ompi_info 2> "$work/ompi_info.err") || rc=$?
+	e=$(cat "$work/ompi_info.err")
+	grep -E 'MCA coll:' <<< "$o"
+	echo "stderr: $e"
+	tuned=$(sed -n 's/^ *MCA coll: tuned //p' <<< "$o")
+	[ $rc -eq 0 ] && [ -z "$e" ] && [ -n "$tuned" ] && grep -qF "MCA coll: knemrs $tuned" <<< "$o"
+}
+
+# tests/interop/coll_check.c's verify mode to 64 KiB on 2 ranks under
+# mpirun, with the installed coll/knemrs and nothing from this tree: over
+# CMA (no /dev/knem here), every byte verified, coll/knemrs enabled on
+# MPI_COMM_WORLD and a team made on both ranks.
+ompi_coll_check() {
+	local log=$logdir/openmpi-coll_check.log
+	mpicc -O2 -Wall -Wextra -Werror -o "$work/coll_check" tests/interop/coll_check.c || return 1
+	(cd "$work" && env -i PATH=/usr/bin:/bin HOME=/root timeout 300 mpirun --allow-run-as-root --oversubscribe \
+		-np 2 --mca coll_knemrs_transport cma --mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 \
+		./coll_check verify 65536) > "$log" 2>&1 || { tail -n 20 "$log"; return 1; }
+	grep -a '^coll_check:\|team knemrs' "$log"
+	grep -aq '^coll_check: verify: ranks 2, .*, bad bytes 0,' "$log" &&
+		[ "$(grep -ac 'coll:knemrs: enabled on MPI_COMM_WORLD' "$log")" -eq 2 ] &&
+		[ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9-]* of 2 ranks over cma;' "$log")" -eq 2 ]
+}
+
 # --------------------------------------------------------------------------
 say "preconditions"
 [ "$(id -u)" = 0 ] || { echo "package-test installs packages: run it as root"; exit 1; }
-for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio cc pkg-config objdump; do
+for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio cc pkg-config objdump mpicc ompi_info; do
 	command -v "$tool" >/dev/null || {
-			echo "missing $tool: apt-get install debhelper dh-dkms lintian dkms rpm cpio gcc pkg-config binutils"; exit 1; }
+			echo "missing $tool: apt-get install debhelper dh-dkms lintian dkms rpm cpio gcc pkg-config binutils libopenmpi-dev openmpi-bin"; exit 1; }
 done
 check "versions agree (Cargo.toml, dkms.conf, debian/changelog, spec)" tests/package/check-versions.sh
 check "earlier installation purged" purge_ours
@@ -310,6 +370,20 @@ else
 	check "libknem-rs-dev: amd64, Multi-Arch same, depends on libknem-rs0 of the same version" bash -c \
 		"dpkg-deb -f '$deb_dev' Architecture | grep -qx amd64 && dpkg-deb -f '$deb_dev' Multi-Arch | grep -qx same &&
 		 dpkg-deb -f '$deb_dev' Depends | tee /dev/stderr | grep -q 'libknem-rs0 (= $version-'"
+	if check "make deb-openmpi RELEASE=bookworm (knem-rs-openmpi for Open MPI $ompi_deb_version)" \
+		make deb-openmpi RELEASE=bookworm; then
+		deb_ompi=$(ls build/deb-openmpi/knem-rs-openmpi_"$version"-1~bookworm_amd64.deb 2>/dev/null)
+	fi
+	if [ -n "${deb_ompi:-}" ]; then
+		deb_listing "$deb_ompi" > "$work/deb-openmpi.list"
+		check "dpkg -c knem-rs-openmpi matches expected-files.txt" contents_match deb knem-rs-openmpi "$work/deb-openmpi.list"
+		check "knem-rs-openmpi: Version $version-1~bookworm, Depends: libopenmpi3 (= $ompi_deb_version), libknem-rs0 (>= $version)" \
+			ompi_deb_control "$deb_ompi"
+		check "lintian knem-rs-openmpi: exit status 0, no errors ($logdir/lintian-openmpi.txt)" \
+			lintian_deb_clean "$deb_ompi" "$logdir/lintian-openmpi.txt"
+	else
+		bad "no knem-rs-openmpi .deb: its checks are skipped"
+	fi
 	check "the .deb's BUILDINFO names rustc and the object's sha256" bash -c \
 		"dpkg-deb --fsys-tarfile '$deb_dkms' | tar -xOf - ./usr/src/$name-$version/BUILDINFO > '$work/BUILDINFO' &&
 		 grep -q '^rustc-vV: rustc ' '$work/BUILDINFO' &&
@@ -342,6 +416,11 @@ else
 	check "knem-bench runs from /usr/bin (--help)" /usr/bin/knem-bench --help
 	check "knem-stat runs from /usr/bin (--help)" /usr/bin/knem-stat --help
 	check "knem-run runs from /usr/bin (--help)" /usr/bin/knem-run --help
+	if [ -n "${deb_ompi:-}" ] && check "apt install ./knem-rs-openmpi (bookworm)" apt-get install -y "./$deb_ompi"; then
+		check "ompi_info lists MCA coll: knemrs (API of coll/tuned), no option, every component opened" ompi_info_knemrs
+		check "knem-rs-openmpi: coll_check verify on 2 ranks under mpirun: coll/knemrs enabled, team over CMA, every byte right" \
+			ompi_coll_check
+	fi
 	check "C API: $libdir/libknem_rs.so.0 has SONAME libknem_rs.so.0 (objdump -p), ldconfig knows it" capi_soname
 	if check "C API: the installed example.c builds with pkg-config knem_rs, links the installed libknem_rs.so.0" \
 		capi_build_shared; then
@@ -418,8 +497,8 @@ else
 
 	# ----------------------------------------------------------------------
 	say "4. purge"
-	check "apt purge knem-rs-dkms libknem-rs0 libknem-rs-dev knem-rs-tools" \
-		apt-get purge -y knem-rs-dkms libknem-rs0 libknem-rs-dev knem-rs-tools
+	check "apt purge knem-rs-openmpi knem-rs-dkms libknem-rs0 libknem-rs-dev knem-rs-tools" \
+		apt-get purge -y knem-rs-openmpi knem-rs-dkms libknem-rs0 libknem-rs-dev knem-rs-tools
 	check "nothing left behind (dkms status, /usr/src, updates/dkms, udev, include, libdir, ld.so.cache)" nothing_left
 fi
 
@@ -436,6 +515,7 @@ rpm_dkms=$(ls "$top"/build/rpm/RPMS/noarch/knem-rs-dkms-"$version"-*.noarch.rpm 
 rpm_libs=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-libs-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
 rpm_devel=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-devel-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
 rpm_tools=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-tools-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
+rpm_ompi=$(ls "$top"/build/rpm/RPMS/x86_64/knem-rs-openmpi-"$version"-*.x86_64.rpm 2>/dev/null | tail -n 1)
 if [ -z "$rpm_dkms" ] || [ -z "$rpm_libs" ] || [ -z "$rpm_devel" ] || [ -z "$rpm_tools" ]; then
 	bad "no RPM produced; the RPM checks are skipped"
 else
@@ -473,6 +553,20 @@ else
 		 rpm -qp --provides '$rpm_devel' | grep -qx 'pkgconfig(knem_rs) = $version' &&
 		 rpm -qp --provides '$rpm_devel' | grep -qx 'pkgconfig(knem-rs) = $version'"
 	check "source RPM built" bash -c "ls build/rpm/SRPMS/knem-rs-$version-*.src.rpm"
+	# Built against this machine's Open MPI (no RPM Open MPI here).
+	if [ -z "$rpm_ompi" ]; then
+		bad "no knem-rs-openmpi RPM"
+	else
+		rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpm_ompi" 2>/dev/null |
+			awk '$1 !~ /^d/ { print $2 }' | sort > "$work/rpm-openmpi.list"
+		check "rpm -qpl knem-rs-openmpi matches expected-files.txt" contents_match rpm knem-rs-openmpi "$work/rpm-openmpi.list"
+		check "knem-rs-openmpi requires openmpi = $ompi_version, knem-rs-libs of its version, libknem_rs.so.0, libmpi.so.40" bash -c \
+			"rpm -qpR '$rpm_ompi' | tee /dev/stderr > '$work/rpm-openmpi.req' &&
+			 grep -qx 'openmpi(x86-64) = $ompi_version' '$work/rpm-openmpi.req' &&
+			 grep -qx 'knem-rs-libs(x86-64) = $version-[^ ]*' '$work/rpm-openmpi.req' &&
+			 grep -qx 'libknem_rs.so.0()(64bit)' '$work/rpm-openmpi.req' &&
+			 grep -qx 'libmpi.so.40()(64bit)' '$work/rpm-openmpi.req'"
+	fi
 fi
 
 cleanup
