@@ -18,8 +18,9 @@
 #      could not open, with the MCA and API versions of the release's own
 #      components; coll_check (tests/interop) under mpirun runs with
 #      coll/knemrs over CMA, every byte verified;
-#   3. dpkg --purge of both leaves the chroot's files as they were before
-#      step 2 (dpkg's database and logs aside).
+#   3. dpkg -r of both (neither has a conffile) leaves them unknown to
+#      dpkg and the chroot's files as they were before step 2 (dpkg's
+#      database and logs aside).
 #
 # The bookworm package is tested on this machine by make package-test.
 # Ends with "N passed, N failed"; exits non-zero on any failure.
@@ -60,6 +61,15 @@ snapshot() {
 }
 
 purge_pkgs() { in_root dpkg --purge "$name" libknem-rs0; }
+remove_pkgs() {
+	local p s
+	in_root dpkg -r "$name" libknem-rs0 || return 1
+	for p in "$name" libknem-rs0; do
+		s=$(in_root dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null)
+		echo "$p: ${s:-unknown}"
+		[ -z "$s" ] || [ "$s" = not-installed ] || return 1
+	done
+}
 
 control_ok() {
 	local deb=$1 ompi depends listing
@@ -160,7 +170,7 @@ for release in "$@"; do
 		check "$release: coll_check verify on 2 ranks under mpirun: coll/knemrs enabled, team over CMA, every byte right" \
 			coll_check_runs "$pkglibdir"
 	fi
-	check "$release: dpkg --purge $name libknem-rs0" purge_pkgs
+	check "$release: dpkg -r $name libknem-rs0: neither installed nor half-removed" remove_pkgs
 	check "$release: the chroot's files are as before the installation" same_files "$work/before"
 	rm -f "$root/tmp/${lib_deb##*/}" "$root/tmp/${deb##*/}"
 	echo "$release: $((SECONDS - t0)) s"
