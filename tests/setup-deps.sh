@@ -27,11 +27,12 @@ apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 	"$k612" "${k612/image/headers}" "$k612rt" "${k612rt/image/headers}" \
 	qemu-system-x86 >/dev/null
 # The VM lab (its scratch ext4 disk and the matrix kernels' module lists
-# too), bindgen, packaging (DKMS, Debian, RPM), the release chroots of
+# too), bindgen, packaging (DKMS, Debian, RPM; Open MPI for
+# knem-rs-openmpi, which make rpm builds too), the release chroots of
 # tests/kernels and plot fonts.
 apt-get install -y -qq --no-install-recommends \
 	busybox-static cpio gzip e2fsprogs kmod libclang-dev dkms debootstrap \
-	build-essential debhelper dh-dkms fakeroot lintian rpm \
+	build-essential debhelper dh-dkms fakeroot lintian rpm libopenmpi-dev openmpi-bin \
 	fonts-dejavu-core >/dev/null
 
 rustup target add x86_64-unknown-none >/dev/null
