@@ -468,8 +468,9 @@ package-test:
 # Open MPI (bookworm: this machine's 4.1.4; trixie, sid: in their chroots,
 # KNEM_KERNELS_DIR/root/RELEASE) into build/deb-openmpi/.
 # package-test-openmpi: each of OMPI_PKG_RELEASES' packages installed with
-# make deb's libknem-rs0 in its chroot, listed by ompi_info, purged
-# without a trace (tests/package/openmpi-chroots.sh; bookworm's is in
+# make deb's libknem-rs0 in its chroot, listed by ompi_info, run by an
+# mpirun job over CMA, removed without a trace
+# (tests/package/openmpi-chroots.sh; bookworm's is in
 # package-test).
 RELEASE ?= bookworm
 OMPI_PKG_RELEASES ?= trixie sid
