@@ -14,12 +14,15 @@
  * a local copy).  Rank 0 prints that total, the bytes verified and the
  * number of bad bytes; the exit status is 0 only if none was bad.
  *
- *   mpi_check [THRESHOLD]
+ *   mpi_check [THRESHOLD [PINGPONG_MAX]]
  *
  * With THRESHOLD, the total counts only the messages larger than it: a
  * transport's single-copy path takes the messages above its eager limit
  * whole and none below, so the total is what it must move.  Rank 0 also
  * prints the smallest message, which says whether the threshold mattered.
+ * With PINGPONG_MAX, the ping-pong stops at that size: across two nodes
+ * its messages cross the network, which the knem checks do not need in
+ * full.
  *
  * Across nodes, the lowest rank of each node (MPI_COMM_TYPE_SHARED) also
  * prints the part of that total that stayed inside its node, the bytes its
@@ -81,7 +84,7 @@ int main(int argc, char **argv)
 	uint64_t moved = 0, verified = 0, bad = 0, total_bad, total_verified;
 	uint64_t intra = 0, node_intra;
 	size_t max = 16 * MIB + 3;
-	size_t above = 0, smallest = alltoall_block;
+	size_t above = 0, smallest = alltoall_block, pingpong_max = max;
 	int rank, n, node_rank, node_size, name_len;
 	int *node_of; /* each world rank's node, as the node's lowest world rank */
 	char name[MPI_MAX_PROCESSOR_NAME];
@@ -89,14 +92,18 @@ int main(int argc, char **argv)
 	uint8_t *buf, *sbuf, *rbuf;
 
 	MPI_Init(&argc, &argv);
-	if (argc > 1) {
+	for (int i = 1; i < argc && i < 4; i++) {
 		char *end;
+		size_t v = strtoul(argv[i], &end, 0);
 
-		above = strtoul(argv[1], &end, 0);
-		if (*end) {
-			fprintf(stderr, "usage: mpi_check [THRESHOLD]\n");
+		if (argc > 3 || !*argv[i] || *end) {
+			fprintf(stderr, "usage: mpi_check [THRESHOLD [PINGPONG_MAX]]\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
+		if (i == 1)
+			above = v;
+		else
+			pingpong_max = v;
 	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -115,6 +122,9 @@ int main(int argc, char **argv)
 	for (size_t k = 0; n > 1 && k < sizeof(pingpong_sizes) / sizeof(pingpong_sizes[0]); k++) {
 		size_t len = pingpong_sizes[k];
 		int peer = n - 1;
+
+		if (len > pingpong_max)
+			break;
 
 		if (rank == 0) {
 			fill(buf, len, 2 * k);
