@@ -167,15 +167,24 @@ interop-smsc: module capi-bin
 		$(foreach r,$(SMSC_RELEASES),--release $(r)) \
 		$(foreach k,$(SMSC_KERNELS),--kernel $(k))
 
-# Two guests (1 vCPU each) on a QEMU socket link, mpirun starting ranks on
-# both through tests/vm/two-node/rsh.py, over ob1 and over UCX with knem
-# (the interop stage's UCX build, reused when up to date); not in
-# `make test` (about 9 minutes under TCG on a loaded 2-core machine, plus
-# the UCX build the first time).
-two-node: module
+# Two guests (1 vCPU each) on a QEMU socket link and nothing else, mpirun
+# starting ranks on both through tests/vm/two-node/rsh.py: Debian's Open
+# MPI 4.1.4 over ob1 (tcp, vader) and over UCX with knem (the interop
+# stage's UCX build, reused when up to date), coll_check with coll/knemrs
+# alone and under coll/han, and TWO_NODE_RELEASE's Open MPI (its chroot,
+# as interop-smsc's) with btl/sm over our smsc/knem; each guest's knem must
+# move exactly its intra-node share.  A stage of make test, after interop
+# and interop-smsc.
+TWO_NODE_RELEASE ?= sid
+TWO_NODE_OUT := $(BUILD)/two-node/$(TWO_NODE_RELEASE)
+two-node: module capi-bin
 	tests/interop/setup.sh $(BUILD)/interop/src
 	tests/interop/build-ucx.sh $(BUILD)/interop/src $(BUILD)/interop/ucx
-	tests/vm/two-guests.sh --kernel 6.1 --ucx $(BUILD)/interop/ucx
+	tests/interop/ompi-chroot.sh prepare $(TWO_NODE_RELEASE)
+	tests/interop/ompi-chroot.sh build $(TWO_NODE_RELEASE) $(TWO_NODE_OUT)
+	tests/vm/two-guests.sh --kernel 6.1 --ucx $(BUILD)/interop/ucx \
+		--capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
+		--release "$$(tests/interop/ompi-chroot.sh root $(TWO_NODE_RELEASE))" --release-out $(TWO_NODE_OUT)
 
 # knem-bench, static so the same binary runs on the host and in the VM.
 BENCH_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-bench
