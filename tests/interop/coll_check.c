@@ -24,6 +24,22 @@
  *                                 module it replaced: a vector datatype on
  *                                 every rank, contiguous at the root only,
  *                                 and MPI_Reduce; knem must move nothing.
+ *   coll_check cache [CALLS]      the region cache, on a duplicate of
+ *                                 MPI_COMM_WORLD: every operation CALLS
+ *                                 times (default 20) on the same buffers,
+ *                                 64 KiB blocks, new content each call;
+ *                                 then buffers that are replaced at the
+ *                                 same address between calls (munmap and
+ *                                 mmap, mmap MAP_FIXED over them, madvise
+ *                                 MADV_DONTNEED), which a region kept
+ *                                 from before would serve with the old
+ *                                 pages; every byte checked.  Rank 0
+ *                                 reads knem's regions_created around the
+ *                                 repeats and prints
+ *                                   coll_check: cache: repeats C, regions created R
+ *                                 and fails unless knem's regions gauge is
+ *                                 back where it was once the duplicate is
+ *                                 freed.
  *   coll_check bench [ITERS [MAXSIZE]]
  *                                 OSU-style timings (avg/min/max us over
  *                                 ranks), 4K to MAXSIZE (default 4M), of
@@ -41,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5
@@ -67,6 +84,13 @@ static unsigned char pat(int rank, int block, size_t i, int salt)
 	return (unsigned char)(rank * 37 + block * 101 + i * 13 + (i >> 8) + salt * 7);
 }
 
+/* len bytes of fill followed by GUARD guard bytes. */
+static void buf_init(unsigned char *b, size_t len)
+{
+	memset(b, FILL_BYTE, len);
+	memset(b + len, GUARD_BYTE, GUARD);
+}
+
 /* A buffer of len bytes followed by GUARD guard bytes. */
 static unsigned char *buf_new(size_t len)
 {
@@ -74,8 +98,7 @@ static unsigned char *buf_new(size_t len)
 
 	if (b == NULL)
 		die("out of memory");
-	memset(b, FILL_BYTE, len);
-	memset(b + len, GUARD_BYTE, GUARD);
+	buf_init(b, len);
 	return b;
 }
 
@@ -104,30 +127,30 @@ static void expect_fill(const unsigned char *b, size_t n)
 		bad += b[i] != FILL_BYTE;
 }
 
-/* One call of op with n bytes per block; returns the bytes between ranks
+/* One call of op with n bytes per block in s and r, each with room for
+ * n * ranks + GUARD bytes (set here); returns the bytes between ranks
  * (what knem moves when the team carries it). */
-static long long run(enum op op, size_t n, int root, int in_place, int salt)
+static long long run_in(enum op op, size_t n, int root, int in_place, int salt,
+			unsigned char *s, unsigned char *r)
 {
 	size_t p = (size_t)np, total = n * p;
-	unsigned char *s, *r;
 	int cnt = (int)n;
 	long long between = 0;
 
 	calls++;
 	switch (op) {
 	case BCAST:
-		r = buf_new(n);
+		buf_init(r, n);
 		if (me == root)
 			fill(r, root, 0, n, salt);
 		MPI_Bcast(r, cnt, MPI_BYTE, root, comm);
 		expect(r, root, 0, n, salt);
 		expect_guard(r, n);
-		free(r);
 		between = (long long)(p - 1) * n;
 		break;
 	case SCATTER:
-		s = buf_new(total);
-		r = buf_new(n);
+		buf_init(s, total);
+		buf_init(r, n);
 		if (me == root)
 			for (int b = 0; b < np; b++)
 				fill(s + b * n, root, b, n, salt);
@@ -146,13 +169,11 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 		}
 		expect_guard(s, total);
 		expect_guard(r, n);
-		free(s);
-		free(r);
 		between = (long long)(p - 1) * n;
 		break;
 	case GATHER:
-		s = buf_new(n);
-		r = buf_new(total);
+		buf_init(s, n);
+		buf_init(r, total);
 		fill(s, me, 0, n, salt);
 		if (me == root && in_place)
 			fill(r + root * n, root, 0, n, salt);
@@ -165,13 +186,11 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 			expect_fill(r, total);
 		expect_guard(s, n);
 		expect_guard(r, total);
-		free(s);
-		free(r);
 		between = (long long)(p - 1) * n;
 		break;
 	case ALLGATHER:
-		s = buf_new(n);
-		r = buf_new(total);
+		buf_init(s, n);
+		buf_init(r, total);
 		if (in_place)
 			fill(r + me * n, me, 0, n, salt);
 		else
@@ -182,13 +201,11 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 			expect(r + b * n, b, 0, n, salt);
 		expect_guard(s, n);
 		expect_guard(r, total);
-		free(s);
-		free(r);
 		between = (long long)(p * (p - 1)) * n;
 		break;
 	case ALLTOALL:
-		s = buf_new(total);
-		r = buf_new(total);
+		buf_init(s, total);
+		buf_init(r, total);
 		for (int b = 0; b < np; b++)
 			fill((in_place ? r : s) + b * n, me, b, n, salt);
 		MPI_Alltoall(in_place ? MPI_IN_PLACE : s, cnt, MPI_BYTE, r, cnt, MPI_BYTE,
@@ -197,13 +214,26 @@ static long long run(enum op op, size_t n, int root, int in_place, int salt)
 			expect(r + b * n, b, me, n, salt);
 		expect_guard(s, total);
 		expect_guard(r, total);
-		free(s);
-		free(r);
 		between = (long long)(p * (p - 1)) * n;
 		break;
 	default:
 		die("unknown operation");
 	}
+	return between;
+}
+
+/* run_in on buffers of their own, freed after the call. */
+static long long run(enum op op, size_t n, int root, int in_place, int salt)
+{
+	size_t room = n * (size_t)np + GUARD;
+	unsigned char *s = malloc(room), *r = malloc(room);
+	long long between;
+
+	if (s == NULL || r == NULL)
+		die("out of memory");
+	between = run_in(op, n, root, in_place, salt, s, r);
+	free(s);
+	free(r);
 	return between;
 }
 
@@ -277,6 +307,100 @@ static long long verify(size_t maxsize, int nops)
 		MPI_Comm_free(&comm);
 	}
 	comm = MPI_COMM_WORLD;
+	return knem;
+}
+
+/* A counter of the knem module (rank 0 only, between barriers). */
+static long long knem_counter(const char *name)
+{
+	char path[128];
+	long long v;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/misc/knem/%s", name);
+	f = fopen(path, "r");
+	if (f == NULL || fscanf(f, "%lld", &v) != 1)
+		die("cannot read a knem counter in /sys/class/misc/knem");
+	fclose(f);
+	return v;
+}
+
+/* Give the len bytes at b new pages at the same address, the way a
+ * program that frees and allocates again might: how % 3 picks munmap then
+ * mmap, mmap MAP_FIXED over the old mapping, or madvise MADV_DONTNEED
+ * (the next touch maps zero pages).  A region declared over the old pages
+ * would still hold them. */
+static void remap(unsigned char *b, size_t len, int how)
+{
+	void *p;
+
+	switch (how % 3) {
+	case 0:
+		if (munmap(b, len) != 0)
+			die("munmap failed");
+		p = mmap(b, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		break;
+	case 1:
+		p = mmap(b, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+			 -1, 0);
+		break;
+	default:
+		p = madvise(b, len, MADV_DONTNEED) == 0 ? b : MAP_FAILED;
+		break;
+	}
+	if (p != b)
+		die("could not map new pages at the same address");
+}
+
+/* See the header: repeats, then replaced buffers, on a duplicate. */
+static long long cache(int ncalls)
+{
+	const size_t n = 65536;
+	size_t room = ((n * (size_t)np + GUARD + 4095) / 4096) * 4096;
+	int threshold = threshold_get(), salt = 1000;
+	long long knem = 0, created = 0, regions0 = 0, repeats = 0;
+	unsigned char *s, *r;
+
+	if (threshold < 0 || (size_t)threshold > n)
+		die("coll_knemrs_threshold must be set, to 64 KiB or less");
+	s = mmap(NULL, room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	r = mmap(NULL, room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s == MAP_FAILED || r == MAP_FAILED)
+		die("mmap failed");
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (me == 0)
+		regions0 = knem_counter("regions");
+	MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+	/* The team is made on the first call: count from after it. */
+	knem += run_in(BCAST, n, 0, 0, salt++, s, r);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (me == 0)
+		created = knem_counter("regions_created");
+	for (int op = 0; op < NOPS; op++)
+		for (int i = 0; i < ncalls; i++, repeats++)
+			knem += run_in(op, n, i % np, 0, salt++, s, r);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (me == 0)
+		printf("coll_check: cache: repeats %lld, regions created %lld\n", repeats,
+		       knem_counter("regions_created") - created);
+	/* New pages under the same addresses before every call. */
+	for (int op = 0; op < NOPS; op++)
+		for (int i = 0; i < 3; i++) {
+			remap(s, room, i);
+			remap(r, room, i + 1);
+			knem += run_in(op, n, i % np, 0, salt++, s, r);
+		}
+	MPI_Comm_free(&comm);
+	comm = MPI_COMM_WORLD;
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (me == 0 && knem_counter("regions") != regions0) {
+		fprintf(stderr, "coll_check: regions %lld after MPI_Comm_free, %lld before the "
+			"duplicate\n", knem_counter("regions"), regions0);
+		die("the duplicate's regions outlived it");
+	}
+	munmap(s, room);
+	munmap(r, room);
 	return knem;
 }
 
@@ -456,11 +580,14 @@ int main(int argc, char **argv)
 		knem = verify(argc > 2 ? strtoull(argv[2], NULL, 0) : (2u << 20), 1);
 	else if (strcmp(mode, "fallback") == 0)
 		fallback();
+	else if (strcmp(mode, "cache") == 0)
+		knem = cache(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20);
 	else if (strcmp(mode, "bench") == 0)
 		knem = bench(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20,
 			     argc > 3 ? strtoull(argv[3], NULL, 0) : (4u << 20));
 	else
-		die("usage: coll_check verify|bcast [MAXSIZE] | fallback | bench [ITERS [MAXSIZE]]");
+		die("usage: coll_check verify|bcast [MAXSIZE] | fallback | cache [CALLS] | "
+		    "bench [ITERS [MAXSIZE]]");
 
 	MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Allreduce(&calls, &all_calls, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);

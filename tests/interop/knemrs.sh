@@ -131,4 +131,73 @@ unset OMPI_MCA_coll_knemrs_transport
 if ! grep -aq 'coll:knemrs: MPI_COMM_WORLD: transport missing on some rank' /tmp/${knemrs_label}knemrs-no-transport-2.log; then
 	fail knemrs-no-transport-2 "coll/knemrs did not report the missing transport"
 fi
+
+# ---- Region cache and declined calls (Open MPI 4.1 path) ---------------------
+
+# knemrs_as_nobody NP ARGS...: mpirun_knemrs as nobody, with the memlock
+# limit raised for the ranks (a rank may lower its own again).
+knemrs_as_nobody() {
+	np=$1
+	shift
+	mkdir -p /tmp/nobody && chown nobody /tmp/nobody
+	# shellcheck disable=SC2086 # the option lists split into words
+	(ulimit -l unlimited && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		env HOME=/tmp/nobody TMPDIR=/tmp/nobody "$(command -v mpirun)" $knemrs_launch \
+		-np "$np" --mca mca_base_component_path "$knemrs_path" $knemrs_transport \
+		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$@")
+}
+
+knemrs_cache_checks() {
+	local name np=4 calls=10 repeats created hits invalidated want refused0 t0 secs line declined named
+	# The same buffers over and over: each rank declares a region per
+	# buffer and operation (at most two of each: root and not) instead of
+	# one per call; then buffers given new pages at the same address
+	# between calls, which only the memory hooks' reports keep right.
+	name=${knemrs_label}knemrs-cache-$np
+	b0=$(knem_bytes) f0=$(counter copies_failed)
+	coll_run "$name" mpirun_knemrs "$np" "$coll_check" cache "$calls" || return
+	repeats=$(sed -n 's/^coll_check: cache: repeats \([0-9]*\), regions created [0-9]*$/\1/p' "$log")
+	created=$(sed -n 's/^coll_check: cache: repeats [0-9]*, regions created \([0-9]*\)$/\1/p' "$log")
+	hits=$(sed -n 's/^.*coll:knemrs: region cache: hits \([0-9]*\),.*$/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+	invalidated=$(sed -n 's/^.*coll:knemrs: region cache: .*, invalidated \([0-9]*\),.*$/\1/p' "$log" |
+		awk '{ s += $1 } END { print s + 0 }')
+	line="regions created $created in $repeats repeated calls on $np ranks ($((repeats * np)) without the cache), hits $hits, invalidated $invalidated"
+	if [ -z "$created" ] || [ "$repeats" -ne $((5 * calls)) ] || [ "$created" -gt $((2 * 5 * np)) ] ||
+		[ "$invalidated" -eq 0 ] || [ "$(grep -ac 'coll:knemrs: .*: region cache of 64 regions' "$log")" -ne "$np" ]; then
+		fail "$name" "$line; at most $((2 * 5 * np)) created, some invalidated, a cache on every rank"
+		return
+	fi
+	echo "interop: $name: $line"
+	want=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+	verify "$name" "$want" "$b0" "$f0"
+
+	# Rank 1 of 3 may pin nothing (memlock 0, as nobody): every call it
+	# cannot declare a region for is declined on every rank together and
+	# carried by tuned.  Before, rank 1's call failed and the job aborted
+	# (or, had it gone on, its peers would have waited 120 s for it).
+	# Each rank says so on its first declined call of each operation, and
+	# counts them when the team is freed.
+	np=3
+	name=${knemrs_label}knemrs-memlock-$np
+	refused0=$(counter pins_refused_memlock)
+	b0=$(knem_bytes) f0=$(counter copies_failed)
+	t0=$(date +%s)
+	coll_run "$name" knemrs_as_nobody "$np" sh -c \
+		'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then ulimit -l 0; fi; exec "$@"' sh \
+		"$coll_check" verify 4097 || return
+	secs=$(($(date +%s) - t0))
+	declined=$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: .* declined by knem-rs (rank(s) \[1\] could not' "$log")
+	named=$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: .* declined by knem-rs (.*here: .*RLIMIT_MEMLOCK' "$log")
+	line="first declined call per operation logged $declined times ($named naming RLIMIT_MEMLOCK)"
+	line="$line, pins refused +$(($(counter pins_refused_memlock) - refused0)), job $secs s"
+	if [ "$declined" -ne $((5 * np)) ] || [ "$named" -ne 5 ] ||
+		[ "$(grep -ac 'declined by knem-rs and carried by the saved module' "$log")" -lt "$np" ] ||
+		[ "$(counter pins_refused_memlock)" -eq "$refused0" ]; then
+		fail "$name" "$line; expected 5 operations x $np ranks declined for rank 1's memlock (5 named there)"
+		return
+	fi
+	echo "interop: $name: $line"
+	verify "$name" 0 "$b0" "$f0"
+}
+knemrs_cache_checks
 echo "interop: coll/knemrs checks took $(($(date +%s) - knemrs_t0)) s"

@@ -49,6 +49,11 @@ struct knemrs_component_state {
 	int threshold;
 	/* Transport name for the team ("knem" unless told otherwise). */
 	char *transport;
+	/* Keep regions declared while buffers repeat (only where Open MPI's
+	 * memory hooks report releases), bounded per communicator. */
+	int region_cache;
+	int cache_entries;
+	size_t cache_bytes;
 	int verbose;
 	int output;
 };
@@ -68,13 +73,18 @@ typedef struct mca_coll_knemrs_module_t {
 	 * later call falls back, on every rank alike). */
 	enum { KNEMRS_TEAM_NONE, KNEMRS_TEAM_READY, KNEMRS_TEAM_OFF } team_state;
 	knem_rs_team *team;
+	/* The team keeps its regions between calls (knemrs_cache_enable). */
+	int caching;
 	/* Model thresholds per operation, computed once the team exists. */
 	size_t model_threshold[KNEMRS_NOPS];
 	/* A scratch buffer for the MPI_IN_PLACE forms, kept between calls. */
 	void *scratch;
 	size_t scratch_len;
-	/* Operations carried (for the verbose summary at free). */
+	/* Operations carried, and declined by knem-rs (a rank could not
+	 * declare its region) then carried by the saved module, for the
+	 * verbose summary at free. */
 	unsigned long carried[KNEMRS_NOPS];
+	unsigned long declined[KNEMRS_NOPS];
 } mca_coll_knemrs_module_t;
 OBJ_CLASS_DECLARATION(mca_coll_knemrs_module_t);
 
@@ -107,6 +117,13 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
  * local_ok is this rank's answer (contiguous buffers, scratch memory). */
 int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op,
 		 size_t n, int local_ok);
+
+/* knemrs_cache.c: the region cache where Open MPI's memory hooks report
+ * releases.  _enable after the team is made, _report before it closes,
+ * _close when the component closes. */
+void knemrs_cache_enable(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm);
+void knemrs_cache_report(mca_coll_knemrs_module_t *m);
+void knemrs_cache_close(void);
 
 END_C_DECLS
 

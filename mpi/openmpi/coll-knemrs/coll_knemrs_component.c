@@ -11,6 +11,7 @@
 
 static int knemrs_register(void);
 static int knemrs_open(void);
+static int knemrs_close(void);
 static int knemrs_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 
 struct knemrs_component_state mca_coll_knemrs_component = {
@@ -21,6 +22,7 @@ struct knemrs_component_state mca_coll_knemrs_component = {
 			MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
 					      OMPI_RELEASE_VERSION),
 			.mca_open_component = knemrs_open,
+			.mca_close_component = knemrs_close,
 			.mca_register_component_params = knemrs_register,
 		},
 		.collm_data = {
@@ -33,6 +35,9 @@ struct knemrs_component_state mca_coll_knemrs_component = {
 	.priority = 40,
 	.threshold = -1,
 	.transport = NULL,
+	.region_cache = 1,
+	.cache_entries = 64,
+	.cache_bytes = (size_t)256 << 20,
 };
 
 static char *transport_default = "knem";
@@ -58,6 +63,21 @@ static int knemrs_register(void)
 		"knem-rs transport of the teams: knem (the default), cma or shm",
 		MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9,
 		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.transport);
+	(void)mca_base_component_var_register(c, "region_cache",
+		"Keep each rank's knem regions declared while its buffers repeat, where Open "
+		"MPI's memory hooks report freed memory (1, the default); 0: declare and "
+		"destroy them in every call",
+		MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.region_cache);
+	(void)mca_base_component_var_register(c, "region_cache_entries",
+		"Regions a rank keeps per communicator (least recently used go first)",
+		MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.cache_entries);
+	(void)mca_base_component_var_register(c, "region_cache_bytes",
+		"Bytes the regions a rank keeps per communicator may cover (they stay pinned "
+		"and count against RLIMIT_MEMLOCK)",
+		MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.cache_bytes);
 	return OMPI_SUCCESS;
 }
 
@@ -65,6 +85,12 @@ static int knemrs_open(void)
 {
 	/* coll_base_verbose drives our messages too. */
 	mca_coll_knemrs_component.output = ompi_coll_base_framework.framework_output;
+	return OMPI_SUCCESS;
+}
+
+static int knemrs_close(void)
+{
+	knemrs_cache_close();
 	return OMPI_SUCCESS;
 }
 

@@ -15,7 +15,7 @@
 
 static void knemrs_module_construct(mca_coll_knemrs_module_t *m)
 {
-	memset(&m->bcast, 0, (char *)&m->carried[KNEMRS_NOPS] - (char *)&m->bcast);
+	memset(&m->bcast, 0, (char *)&m->declined[KNEMRS_NOPS] - (char *)&m->bcast);
 	m->team_state = KNEMRS_TEAM_NONE;
 }
 
@@ -41,6 +41,17 @@ static void knemrs_module_destruct(mca_coll_knemrs_module_t *m)
 			m->carried[KNEM_RS_OP_BCAST], m->carried[KNEM_RS_OP_SCATTER],
 			m->carried[KNEM_RS_OP_GATHER], m->carried[KNEM_RS_OP_ALLGATHER],
 			m->carried[KNEM_RS_OP_ALLTOALL]);
+		if (m->declined[KNEM_RS_OP_BCAST] + m->declined[KNEM_RS_OP_SCATTER] +
+		    m->declined[KNEM_RS_OP_GATHER] + m->declined[KNEM_RS_OP_ALLGATHER] +
+		    m->declined[KNEM_RS_OP_ALLTOALL] > 0)
+			opal_output_verbose(10, mca_coll_knemrs_component.output,
+				"coll:knemrs: declined by knem-rs and carried by the saved module: "
+				"bcast %lu, scatter %lu, gather %lu, allgather %lu, alltoall %lu calls",
+				m->declined[KNEM_RS_OP_BCAST], m->declined[KNEM_RS_OP_SCATTER],
+				m->declined[KNEM_RS_OP_GATHER], m->declined[KNEM_RS_OP_ALLGATHER],
+				m->declined[KNEM_RS_OP_ALLTOALL]);
+		knemrs_cache_report(m);
+		/* Closing the team destroys the regions it kept. */
 		knem_rs_team_close(m->team);
 		m->team = NULL;
 	}

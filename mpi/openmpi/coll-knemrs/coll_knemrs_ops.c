@@ -68,21 +68,40 @@ static int knemrs_done(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *
 	return OMPI_SUCCESS;
 }
 
+/* 1 when knem-rs declined the call: a rank could not declare its region
+ * (RLIMIT_MEMLOCK, ENOMEM).  knem-rs returns -ECANCELED on every rank of
+ * the call alike and before any byte moved (the failure rides in the
+ * descriptor exchange every call makes, see knem_rs.h), so every rank
+ * takes the saved module together and its result is the whole result. */
+static int knemrs_declined(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op,
+			   const char *what, size_t n, int rc)
+{
+	if (rc != -ECANCELED)
+		return 0;
+	m->declined[op]++;
+	opal_output_verbose(m->declined[op] == 1 ? 10 : 20, mca_coll_knemrs_component.output,
+		"coll:knemrs: %s: %s of %zu bytes per block declined by knem-rs (%s); the saved "
+		"module carries it", comm->c_name, what, n, knem_rs_last_error());
+	return 1;
+}
+
 int mca_coll_knemrs_bcast(void *buf, knemrs_count_t count, struct ompi_datatype_t *dtype, int root,
 			  struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
 	mca_coll_knemrs_module_t *m = (mca_coll_knemrs_module_t *)module;
 	size_t n = knemrs_bytes(count, dtype);
 	char *p = knemrs_contig(buf, count, dtype);
-	int go = knemrs_agree(m, comm, KNEM_RS_OP_BCAST, n, p != NULL);
+	int go = knemrs_agree(m, comm, KNEM_RS_OP_BCAST, n, p != NULL), rc;
 
 	if (go < 0)
 		return OMPI_ERROR;
-	if (!go)
-		return ((mca_coll_base_module_bcast_fn_t)m->bcast.fn)(buf, count, dtype, root, comm,
-								      m->bcast.module);
-	return knemrs_done(m, comm, KNEM_RS_OP_BCAST, "bcast", n,
-			   knem_rs_bcast(m->team, p, n, root, KNEM_RS_ALG_AUTO, 0));
+	if (go) {
+		rc = knem_rs_bcast(m->team, p, n, root, KNEM_RS_ALG_AUTO, 0);
+		if (!knemrs_declined(m, comm, KNEM_RS_OP_BCAST, "bcast", n, rc))
+			return knemrs_done(m, comm, KNEM_RS_OP_BCAST, "bcast", n, rc);
+	}
+	return ((mca_coll_base_module_bcast_fn_t)m->bcast.fn)(buf, count, dtype, root, comm,
+							      m->bcast.module);
 }
 
 int mca_coll_knemrs_scatter(const void *sbuf, knemrs_count_t scount, struct ompi_datatype_t *sdtype,
@@ -111,11 +130,14 @@ int mca_coll_knemrs_scatter(const void *sbuf, knemrs_count_t scount, struct ompi
 	go = knemrs_agree(m, comm, KNEM_RS_OP_SCATTER, n, ok);
 	if (go < 0)
 		return OMPI_ERROR;
-	if (!go)
-		return ((mca_coll_base_module_scatter_fn_t)m->scatter.fn)(sbuf, scount, sdtype,
-			rbuf, rcount, rdtype, root, comm, m->scatter.module);
-	return knemrs_done(m, comm, KNEM_RS_OP_SCATTER, "scatter", n,
-			   knem_rs_scatter(m->team, s, r, n, root, KNEM_RS_ALG_AUTO, 0));
+	if (go) {
+		int rc = knem_rs_scatter(m->team, s, r, n, root, KNEM_RS_ALG_AUTO, 0);
+
+		if (!knemrs_declined(m, comm, KNEM_RS_OP_SCATTER, "scatter", n, rc))
+			return knemrs_done(m, comm, KNEM_RS_OP_SCATTER, "scatter", n, rc);
+	}
+	return ((mca_coll_base_module_scatter_fn_t)m->scatter.fn)(sbuf, scount, sdtype, rbuf,
+		rcount, rdtype, root, comm, m->scatter.module);
 }
 
 int mca_coll_knemrs_gather(const void *sbuf, knemrs_count_t scount, struct ompi_datatype_t *sdtype,
@@ -142,15 +164,20 @@ int mca_coll_knemrs_gather(const void *sbuf, knemrs_count_t scount, struct ompi_
 	go = knemrs_agree(m, comm, KNEM_RS_OP_GATHER, n, ok);
 	if (go < 0)
 		return OMPI_ERROR;
-	if (!go)
-		return ((mca_coll_base_module_gather_fn_t)m->gather.fn)(sbuf, scount, sdtype,
-			rbuf, rcount, rdtype, root, comm, m->gather.module);
-	/* In place, the root's block is already at its place in rbuf; the
-	 * team copies its send block there, so hand it a copy of itself. */
-	if (in_place)
-		memcpy((char *)s, r + (size_t)root * n, n);
-	return knemrs_done(m, comm, KNEM_RS_OP_GATHER, "gather", n,
-			   knem_rs_gather(m->team, s, r, n, root, KNEM_RS_ALG_AUTO, 0));
+	if (go) {
+		int rc;
+
+		/* In place, the root's block is already at its place in rbuf;
+		 * the team copies its send block there, so hand it a copy of
+		 * itself (scratch memory: a declined call leaves rbuf as is). */
+		if (in_place)
+			memcpy((char *)s, r + (size_t)root * n, n);
+		rc = knem_rs_gather(m->team, s, r, n, root, KNEM_RS_ALG_AUTO, 0);
+		if (!knemrs_declined(m, comm, KNEM_RS_OP_GATHER, "gather", n, rc))
+			return knemrs_done(m, comm, KNEM_RS_OP_GATHER, "gather", n, rc);
+	}
+	return ((mca_coll_base_module_gather_fn_t)m->gather.fn)(sbuf, scount, sdtype, rbuf,
+		rcount, rdtype, root, comm, m->gather.module);
 }
 
 int mca_coll_knemrs_allgather(const void *sbuf, knemrs_count_t scount,
@@ -168,13 +195,20 @@ int mca_coll_knemrs_allgather(const void *sbuf, knemrs_count_t scount,
 
 	if (go < 0)
 		return OMPI_ERROR;
-	if (!go)
-		return ((mca_coll_base_module_allgather_fn_t)m->allgather.fn)(sbuf, scount, sdtype,
-			rbuf, rcount, rdtype, comm, m->allgather.module);
-	if (in_place)
-		memcpy((char *)s, r + (size_t)me * n, n);
-	return knemrs_done(m, comm, KNEM_RS_OP_ALLGATHER, "allgather", n,
-			   knem_rs_allgather(m->team, s, r, n, KNEM_RS_ALG_AUTO, 0));
+	if (go) {
+		int rc;
+
+		/* knem-rs copies the send block into rbuf before it may decline:
+		 * in place that is the same bytes, otherwise bytes the saved
+		 * module writes again. */
+		if (in_place)
+			memcpy((char *)s, r + (size_t)me * n, n);
+		rc = knem_rs_allgather(m->team, s, r, n, KNEM_RS_ALG_AUTO, 0);
+		if (!knemrs_declined(m, comm, KNEM_RS_OP_ALLGATHER, "allgather", n, rc))
+			return knemrs_done(m, comm, KNEM_RS_OP_ALLGATHER, "allgather", n, rc);
+	}
+	return ((mca_coll_base_module_allgather_fn_t)m->allgather.fn)(sbuf, scount, sdtype, rbuf,
+		rcount, rdtype, comm, m->allgather.module);
 }
 
 int mca_coll_knemrs_alltoall(const void *sbuf, knemrs_count_t scount,
@@ -192,12 +226,17 @@ int mca_coll_knemrs_alltoall(const void *sbuf, knemrs_count_t scount,
 
 	if (go < 0)
 		return OMPI_ERROR;
-	if (!go)
-		return ((mca_coll_base_module_alltoall_fn_t)m->alltoall.fn)(sbuf, scount, sdtype,
-			rbuf, rcount, rdtype, comm, m->alltoall.module);
-	/* In place, every block of rbuf is sent and replaced: send a copy. */
-	if (in_place)
-		memcpy((char *)s, r, n * p);
-	return knemrs_done(m, comm, KNEM_RS_OP_ALLTOALL, "alltoall", n,
-			   knem_rs_alltoall(m->team, s, r, n, KNEM_RS_ALG_AUTO, 0));
+	if (go) {
+		int rc;
+
+		/* In place, every block of rbuf is sent and replaced: send a
+		 * copy. */
+		if (in_place)
+			memcpy((char *)s, r, n * p);
+		rc = knem_rs_alltoall(m->team, s, r, n, KNEM_RS_ALG_AUTO, 0);
+		if (!knemrs_declined(m, comm, KNEM_RS_OP_ALLTOALL, "alltoall", n, rc))
+			return knemrs_done(m, comm, KNEM_RS_OP_ALLTOALL, "alltoall", n, rc);
+	}
+	return ((mca_coll_base_module_alltoall_fn_t)m->alltoall.fn)(sbuf, scount, sdtype, rbuf,
+		rcount, rdtype, comm, m->alltoall.module);
 }

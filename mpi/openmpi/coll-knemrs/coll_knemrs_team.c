@@ -114,6 +114,9 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 	for (op = 0; op < KNEMRS_NOPS; op++)
 		m->model_threshold[op] = knemrs_model_threshold(m->team, op);
 	m->team_state = KNEMRS_TEAM_READY;
+	/* A local choice: each rank keeps its own regions or not, and sends
+	 * peers a descriptor per call either way. */
+	knemrs_cache_enable(m, comm);
 	opal_output_verbose(10, mca_coll_knemrs_component.output,
 		"coll:knemrs: %s: team %s of %d ranks over %s; model thresholds bcast %zu, "
 		"scatter %zu, gather %zu, allgather %zu, alltoall %zu bytes", comm->c_name, name,

@@ -23,6 +23,12 @@
  *               rank fails alike and no one waits.  Nothing was copied.
  *   -ETIMEDOUT  a peer did not arrive within $KNEM_RS_TIMEOUT seconds
  *               (default 120).
+ *   -ECANCELED  (collectives) a rank could not expose its buffer, for
+ *               example -ENOMEM under RLIMIT_MEMLOCK: every rank of the
+ *               call returns -ECANCELED, after the descriptor exchange the
+ *               call makes anyway and one more barrier, and no byte was
+ *               moved on any rank, so all can take another path together.
+ *               knem_rs_last_error() names the ranks and, on those, why.
  *   -ENOMEM     also when the knem transport could not pin a buffer under
  *               the process's RLIMIT_MEMLOCK: knem_rs_last_error() then
  *               names the bytes and the limit and says what to raise
@@ -45,7 +51,7 @@
 extern "C" {
 #endif
 
-#define KNEM_RS_API_VERSION 1
+#define KNEM_RS_API_VERSION 2
 
 /* Transport kinds (knem_rs_desc.kind). */
 #define KNEM_RS_TRANSPORT_KNEM 1
@@ -144,6 +150,40 @@ int knem_rs_team_allgather_words(knem_rs_team *team, const uint64_t *words,
 int knem_rs_team_plan(const knem_rs_team *team, int op, size_t n, int *alg,
 		      int *k, double *predicted_seconds);
 void knem_rs_team_close(knem_rs_team *team);
+
+/* Region cache.  Keep the regions this rank declares for collectives while
+ * their buffers repeat (a later call whose buffer starts at the same
+ * address and is no longer reuses the region): at most max_entries
+ * regions covering max_bytes, least recently used dropped first; 0 for
+ * either drops them all and stops keeping them, as does _team_close.  Kept
+ * regions stay pinned and count against RLIMIT_MEMLOCK (a declaration
+ * refused for memory drops them and tries once more).  knem and CMA teams
+ * only (-EINVAL on shm).
+ * A region keeps the pages it pinned when it was declared.  Enabling the
+ * cache is a promise: from then on, every range of this process about to
+ * be unmapped, remapped or lose its pages (munmap, mmap MAP_FIXED,
+ * mremap, madvise DONTNEED, brk shrinking) is reported with
+ * knem_rs_note_release before it happens, as Open MPI's memory release
+ * hooks do.  Without that promise a buffer freed and reallocated at the
+ * same address would be served by the stale region: do not enable it. */
+int knem_rs_team_cache_regions(knem_rs_team *team, size_t max_entries,
+			       size_t max_bytes);
+/* Report that addr..addr+len is about to lose its pages.  Lock-free and
+ * allocation-free: safe inside memory hooks, from any thread.  The kept
+ * regions it overlaps are dropped at their team's next collective. */
+void knem_rs_note_release(const void *addr, size_t len);
+
+typedef struct knem_rs_cache_stats {
+	uint64_t hits;        /* calls served by a kept region */
+	uint64_t misses;      /* calls that declared a region */
+	uint64_t invalidated; /* kept regions a release overlapped */
+	uint64_t evicted;     /* kept regions dropped for the bounds or memory */
+	uint64_t entries;     /* regions kept now */
+	uint64_t bytes;       /* the bytes they cover */
+} knem_rs_cache_stats;
+/* -ENOENT when the team keeps no regions. */
+int knem_rs_team_region_cache_stats(const knem_rs_team *team,
+				    knem_rs_cache_stats *out);
 
 /* Collectives (every rank calls them with the same root/alg/k). */
 int knem_rs_bcast(knem_rs_team *team, void *buf, size_t len, int root,

@@ -3,7 +3,7 @@
 use crate::transport::open_transport;
 use crate::{coll_err, fail, guard, opt_str, PANICKED};
 use knem_coll::{Op, Team};
-use libc::{c_char, c_int, size_t};
+use libc::{c_char, c_int, c_void, size_t};
 use std::ffi::CString;
 
 /// A team.
@@ -162,6 +162,66 @@ pub unsafe extern "C" fn knem_rs_team_plan(
         }
         0
     })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_cache_regions(
+    team: *mut CTeam,
+    max_entries: size_t,
+    max_bytes: size_t,
+) -> c_int {
+    guard(PANICKED, || {
+        let t = deref!(team, "team");
+        // SAFETY: the caller's promise to report releases (header).
+        try_c!(unsafe { t.team.cache_regions(max_entries, max_bytes) }.map_err(coll_err));
+        0
+    })
+}
+
+/// What knem_rs_team_region_cache_stats fills in (knem_rs_cache_stats).
+#[repr(C)]
+pub struct CCacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub invalidated: u64,
+    pub evicted: u64,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_region_cache_stats(
+    team: *const CTeam,
+    out: *mut CCacheStats,
+) -> c_int {
+    guard(PANICKED, || {
+        if team.is_null() || out.is_null() {
+            return fail(libc::EINVAL, "NULL team or out pointer");
+        }
+        // SAFETY: a live team by contract.
+        let Some(s) = (unsafe { &(*team).team }).region_cache_stats() else {
+            return fail(libc::ENOENT, "the team keeps no regions");
+        };
+        // SAFETY: out is writable by contract.
+        unsafe {
+            *out = CCacheStats {
+                hits: s.hits,
+                misses: s.misses,
+                invalidated: s.invalidated,
+                evicted: s.evicted,
+                entries: s.entries,
+                bytes: s.bytes,
+            }
+        };
+        0
+    })
+}
+
+/// Atomics only: callable from memory hooks, inside munmap, from any
+/// thread (no guard needed: nothing here can panic).
+#[no_mangle]
+pub extern "C" fn knem_rs_note_release(addr: *const c_void, len: size_t) {
+    knem_coll::note_release(addr as usize, len);
 }
 
 #[no_mangle]

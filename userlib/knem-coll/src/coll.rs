@@ -9,9 +9,17 @@
 
 use crate::error::{Error, Result};
 use crate::model::{Algorithm, Op};
+use crate::region_cache::Exposed;
 use crate::schedule;
 use crate::team::{Team, MAX_RANKS};
-use knem_transport::{Descriptor, Exposure};
+use knem_transport::Descriptor;
+
+/// The descriptor kind a rank posts when it could not expose its buffer
+/// (no transport uses it).
+const DECLINED: u32 = u32::MAX;
+
+/// Every rank's descriptor and extra words, from one exchange.
+type Descriptors = Vec<(Descriptor, [u64; 4])>;
 
 /// Virtual rank relative to the root.
 fn vrank(r: usize, root: usize, p: usize) -> usize {
@@ -29,14 +37,59 @@ fn blocks(what: &str, each: usize, count: usize) -> Result<usize> {
 }
 
 impl Team {
+    /// Expose `ptr..ptr+len` (then publish `own`, a range of it, if given)
+    /// and exchange descriptors: one barrier.  A rank that cannot expose
+    /// its buffer (ENOMEM under RLIMIT_MEMLOCK, for one) posts
+    /// [`DECLINED`] instead of a descriptor, and then every rank returns
+    /// [`Error::Declined`] before any byte moved.
+    ///
+    /// Why every rank decides alike: each rank writes its mailbox (its
+    /// descriptor or the marker) before it arrives at the exchange's
+    /// barrier, and reads all mailboxes after leaving it; no rank writes
+    /// its mailbox again before every rank passed the next barrier (the
+    /// closing one of the call, or the one below when a rank declined).
+    /// So all ranks read the same set of markers, and take the same
+    /// branch.  The normal case costs nothing more than the exchange it
+    /// already had; a declined call adds one barrier.
+    ///
     /// # Safety
     ///
-    /// `ptr..ptr+len` must stay valid until the exposure is dropped, and the
-    /// collective protocol must keep local accesses and peer accesses of
-    /// the same bytes apart (ordered by barriers and progress signals).
-    unsafe fn expose_ptr(&self, ptr: *const u8, len: usize, publish: bool) -> Result<Exposure> {
+    /// As [`Team::expose_ptr`].
+    unsafe fn expose_exchange(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        publish: bool,
+        own: Option<(usize, usize)>,
+    ) -> Result<(Exposed, Descriptors)> {
         // SAFETY: forwarded from the caller.
-        Ok(unsafe { self.transport().expose_raw(ptr.cast_mut(), len, publish)? })
+        let exp = unsafe { self.expose_ptr(ptr, len, publish) }.and_then(|e| {
+            if let Some((a, n)) = own {
+                e.publish(a, n)?;
+            }
+            Ok(e)
+        });
+        let desc = match &exp {
+            Ok(e) => e.descriptor(),
+            Err(_) => Descriptor {
+                kind: DECLINED,
+                pid: std::process::id(),
+                ..Descriptor::default()
+            },
+        };
+        let descs = self.exchange_desc(desc, [0; 4])?;
+        let ranks: Vec<usize> = (0..self.size())
+            .filter(|r| descs[*r].0.kind == DECLINED)
+            .collect();
+        match exp {
+            Ok(e) if ranks.is_empty() => Ok((e, descs)),
+            exp => {
+                let cause = exp.err().map(|e| e.to_string());
+                // Nobody posts again before everyone read the markers.
+                self.barrier()?;
+                Err(Error::Declined { ranks, cause })
+            }
+        }
     }
 
     fn check_root(&self, root: usize) -> Result<()> {
@@ -103,8 +156,7 @@ impl Team {
         // SAFETY: buf is exclusively ours for the call; peers only touch it
         // between the exchange and the closing barrier, in the ranges the
         // algorithm gives them, while we do not touch those ranges.
-        let exp = unsafe { self.expose_ptr(buf.as_ptr(), n, me == root)? };
-        let descs = self.exchange_desc(exp.descriptor(), [0; 4])?;
+        let (exp, descs) = unsafe { self.expose_exchange(buf.as_ptr(), n, me == root, None)? };
         let d = |r: usize| descs[r].0;
         let mut collect: Option<(usize, usize)> = None;
         match alg {
@@ -311,14 +363,13 @@ impl Team {
         // SAFETY: root's send buffer is only read by peers; a receive
         // buffer is written by the root only (sequential), between the
         // exchange and the closing barrier, and we do not touch it then.
-        let exp = unsafe {
+        let (exp, descs) = unsafe {
             if me == root {
-                self.expose_ptr(send.as_ptr(), send.len(), true)?
+                self.expose_exchange(send.as_ptr(), send.len(), true, None)?
             } else {
-                self.expose_ptr(recv.as_ptr(), recv.len(), false)?
+                self.expose_exchange(recv.as_ptr(), recv.len(), false, None)?
             }
         };
-        let descs = self.exchange_desc(exp.descriptor(), [0; 4])?;
         let alg = match planned {
             Some(a) => a,
             None => self.read_plan()?,
@@ -435,14 +486,13 @@ impl Team {
         // SAFETY: the root's receive buffer is written by peers into their
         // own blocks only, between the exchange and the closing barrier;
         // a send buffer is only read.
-        let exp = unsafe {
+        let (exp, descs) = unsafe {
             if me == root {
-                self.expose_ptr(recv.as_ptr(), recv.len(), false)?
+                self.expose_exchange(recv.as_ptr(), recv.len(), false, None)?
             } else {
-                self.expose_ptr(send.as_ptr(), send.len(), true)?
+                self.expose_exchange(send.as_ptr(), send.len(), true, None)?
             }
         };
-        let descs = self.exchange_desc(exp.descriptor(), [0; 4])?;
         let alg = match planned {
             Some(a) => a,
             None => self.read_plan()?,
@@ -521,9 +571,8 @@ impl Team {
         // SAFETY: peers read blocks of our receive buffer that we already
         // hold (own block) or announced with a signal (ring-neighbor), and
         // never write it; we only write blocks nobody reads from us yet.
-        let exp = unsafe { self.expose_ptr(recv.as_ptr(), total, false)? };
-        exp.publish(me * n, n)?;
-        let descs = self.exchange_desc(exp.descriptor(), [0; 4])?;
+        let (exp, descs) =
+            unsafe { self.expose_exchange(recv.as_ptr(), total, false, Some((me * n, n)))? };
         match alg {
             Algorithm::RingSource => {
                 for i in 1..p {
@@ -597,8 +646,8 @@ impl Team {
         match alg {
             Algorithm::Pairwise => {
                 // SAFETY: peers only read our send buffer.
-                let exp = unsafe { self.expose_ptr(send.as_ptr(), send.len(), true)? };
-                let descs = self.exchange_desc(exp.descriptor(), [0; 4])?;
+                let (_exp, descs) =
+                    unsafe { self.expose_exchange(send.as_ptr(), send.len(), true, None)? };
                 for i in 1..p {
                     let peer = if p.is_power_of_two() {
                         me ^ i
@@ -612,8 +661,8 @@ impl Team {
             Algorithm::Ring => {
                 // SAFETY: peers write disjoint blocks of our receive buffer,
                 // which we do not touch until after the closing barrier.
-                let exp = unsafe { self.expose_ptr(recv.as_ptr(), p * n, false)? };
-                let descs = self.exchange_desc(exp.descriptor(), [0; 4])?;
+                let (exp, descs) =
+                    unsafe { self.expose_exchange(recv.as_ptr(), p * n, false, None)? };
                 for i in 1..p {
                     let dst = (me + i) % p;
                     self.write_exact(&descs[dst].0, me * n, &send[dst * n..(dst + 1) * n])?;

@@ -39,6 +39,16 @@ pub enum Error {
         /// The limit.
         secs: u64,
     },
+    /// A rank could not expose its buffer for this call (ENOMEM under
+    /// RLIMIT_MEMLOCK, for one): every rank of the call returns this
+    /// before any byte moved, so all can take another path together.
+    #[error("{}", declined(ranks, cause.as_deref()))]
+    Declined {
+        /// The ranks that could not.
+        ranks: Vec<usize>,
+        /// Why, when this rank is one of them.
+        cause: Option<String>,
+    },
     /// An I/O error (model file, team file).
     #[error("{what}: {source}")]
     Io {
@@ -47,6 +57,11 @@ pub enum Error {
         /// The error.
         source: std::io::Error,
     },
+}
+
+fn declined(ranks: &[usize], cause: Option<&str>) -> String {
+    let why = cause.map_or(String::new(), |c| format!(" (here: {c})"));
+    format!("rank(s) {ranks:?} could not expose their buffers{why}; nothing was moved on any rank")
 }
 
 impl Error {
@@ -69,6 +84,7 @@ impl Error {
             Error::Overflow(_) => Errno::EOVERFLOW,
             Error::Mismatch(_) => Errno::EIO,
             Error::Timeout { .. } => Errno::ETIMEDOUT,
+            Error::Declined { .. } => Errno::ECANCELED,
             Error::Io { source, .. } => source
                 .raw_os_error()
                 .map(Errno::from_raw)

@@ -25,6 +25,7 @@ mod error;
 pub mod launch;
 pub mod model;
 mod model_file;
+pub mod region_cache;
 pub mod schedule;
 pub mod team;
 pub mod topo;
@@ -33,5 +34,6 @@ pub mod units;
 
 pub use error::{Error, Result};
 pub use model::{Algorithm, Op, Params};
+pub use region_cache::{note_release, CacheStats};
 pub use team::Team;
 pub use topo::Topology;

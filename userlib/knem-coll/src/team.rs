@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::Params;
+use crate::region_cache::{CacheStats, Exposed, RegionCache};
 use crate::topo::Topology;
 use knem_transport::{Descriptor, Transport};
 use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
@@ -69,6 +70,8 @@ pub struct Team {
     size: usize,
     seq: u64,
     timeout: Duration,
+    /// Regions kept between calls (dropped before the transport).
+    cache: Option<RegionCache>,
     transport: Box<dyn Transport>,
     topo: Topology,
     params: Params,
@@ -182,6 +185,7 @@ impl Team {
             size,
             seq: 0,
             timeout,
+            cache: None,
             transport,
             topo: Topology::single(size),
             params,
@@ -232,6 +236,65 @@ impl Team {
     /// The transport in use.
     pub fn transport(&self) -> &dyn Transport {
         self.transport.as_ref()
+    }
+
+    /// Keep the regions this rank declares for collectives while their
+    /// buffers repeat: at most `max_entries` regions covering `max_bytes`
+    /// (least recently used go first); 0 for either drops every kept
+    /// region and stops keeping them.  knem and CMA teams only.
+    ///
+    /// # Safety
+    ///
+    /// From now on, every range of this process that is about to be
+    /// unmapped, remapped or lose its pages must be reported with
+    /// [`crate::note_release`] before it happens (a region keeps the pages
+    /// it pinned); Open MPI's memory release hooks are such a reporter.
+    pub unsafe fn cache_regions(&mut self, max_entries: usize, max_bytes: usize) -> Result<()> {
+        if max_entries == 0 || max_bytes == 0 {
+            self.cache = None;
+            return Ok(());
+        }
+        let kind = self.transport.kind();
+        if !RegionCache::suits(kind) {
+            return Err(Error::Invalid(format!(
+                "a {kind} team keeps no regions (its exposures are copies)"
+            )));
+        }
+        self.cache = Some(RegionCache::new(max_entries, max_bytes));
+        Ok(())
+    }
+
+    /// What the region cache did, if there is one.
+    pub fn region_cache_stats(&self) -> Option<CacheStats> {
+        self.cache.as_ref().map(RegionCache::stats)
+    }
+
+    /// Expose `ptr..ptr+len` for one call, through the region cache if
+    /// there is one.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr+len` must stay valid until the exposure is dropped, and the
+    /// collective protocol must keep local accesses and peer accesses of
+    /// the same bytes apart (ordered by barriers and progress signals).
+    pub(crate) unsafe fn expose_ptr(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        publish: bool,
+    ) -> Result<Exposed> {
+        // SAFETY: forwarded from the caller; the cache's own promise was
+        // made to cache_regions.
+        unsafe {
+            match &mut self.cache {
+                Some(c) => c.expose(self.transport.as_ref(), ptr, len, publish),
+                None => Ok(Exposed::owned(self.transport.expose_raw(
+                    ptr.cast_mut(),
+                    len,
+                    publish,
+                )?)),
+            }
+        }
     }
 
     /// The NUMA grouping of the ranks.
