@@ -9,6 +9,8 @@
 #   make interop    UCX and Open MPI over the module on each kernel of VM_KERNELS
 #   make interop-smsc  smsc/knem in Debian's own Open MPI 5.0.7 and 6.0, in
 #                   their releases' chroots booted in the VM
+#   make interop-smsc-bench  coll_check's timings on 6.0: coll/knemrs, tuned
+#                   over smsc cma and knem, coll/xhc (not part of make test)
 #   make two-node   Open MPI across two guests joined by a private link
 #                   (tests/vm/two-guests.sh; not part of make test)
 #   make module     knem.ko for each kernel of KVERS
@@ -35,7 +37,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
-	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc two-node test-debug-kernel \
+	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc interop-smsc-bench two-node test-debug-kernel \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
 
@@ -159,13 +161,25 @@ interop: module stat-bin capi-bin
 # root: mpi_check over btl/sm, and coll/knemrs (built there against
 # libknem_rs) under coll_check, checked against knem's byte counters
 # (tests/interop/smsc.sh), on the 6.1 kernel: the releases' userspace runs
-# on it.  Not in `make test` yet.
+# on it.  A stage of make test of its own, after kernels-test (whose
+# matrix prepares the same chroots; .ci/run adds Open MPI to them in the
+# background).
 SMSC_RELEASES ?= trixie sid
 SMSC_KERNELS ?= 6.1
 interop-smsc: module capi-bin
 	tests/interop/smsc.sh --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
 		$(foreach r,$(SMSC_RELEASES),--release $(r)) \
 		$(foreach k,$(SMSC_KERNELS),--kernel $(k))
+
+# coll_check's timing mode on Open MPI 6.0 (sid) in one boot: coll/knemrs,
+# tuned over smsc cma and over smsc/knem, coll/xhc over smsc/knem, one
+# OSU-style table (docs/PERFORMANCE.md); not in make test.
+SMSC_BENCH_ITERS ?= 5
+SMSC_BENCH_MAX ?= 1048576
+interop-smsc-bench: module capi-bin
+	tests/interop/smsc.sh --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
+		--release sid $(foreach k,$(SMSC_KERNELS),--kernel $(k)) \
+		--bench $(SMSC_BENCH_ITERS) $(SMSC_BENCH_MAX)
 
 # Two guests (1 vCPU each) on a QEMU socket link and nothing else, mpirun
 # starting ranks on both through tests/vm/two-node/rsh.py: Debian's Open
@@ -280,7 +294,7 @@ fuzz-core-smoke:
 # appends its name to build/test-stages.passed, and the summary counts the
 # stages that did not as failed.  make test exits non-zero on any failure.
 TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test kernels-test \
-	interop fuzz-smoke package-test bench-smoke
+	interop interop-smsc fuzz-smoke package-test bench-smoke
 STAGES_PASSED := $(BUILD)/test-stages.passed
 test:
 	@mkdir -p $(BUILD) && : > $(STAGES_PASSED)

@@ -47,6 +47,14 @@
  *                                 what it replaced, in one run: the
  *                                 threshold is switched through MPI_T.
  *                                 Reports the knem bytes of the first half.
+ *   coll_check time [ITERS [MAXSIZE]]
+ *                                 one column of bench's timings, whatever
+ *                                 component the run selected (coll/xhc,
+ *                                 tuned over smsc cma or knem), for a table
+ *                                 that joins several runs (make
+ *                                 interop-smsc-bench); reports the knem
+ *                                 bytes coll/knemrs would move for these
+ *                                 calls from coll_knemrs_threshold on.
  *
  * The last line on rank 0 is
  *   coll_check: <mode>: ranks P, calls C, bad bytes B, knem bytes expected K
@@ -561,6 +569,34 @@ static long long bench(int iters, size_t maxsize)
 	return knem;
 }
 
+/* bench's sizes with the selected component only; returns the bytes
+ * knem moves if coll/knemrs carries the calls from its threshold on. */
+static long long time_selected(int iters, size_t maxsize)
+{
+	static const size_t sizes[] = { 4096, 65536, 1 << 20, 4 << 20, 16 << 20 };
+	int threshold = threshold_get();
+	long long knem = 0, moved;
+
+	if (me == 0)
+		printf("# coll_check time, %d ranks, %d iterations; times in us "
+		       "(avg min max over ranks)\n"
+		       "# %-10s %10s %10s %10s %10s\n", np, iters, "op", "size", "avg", "min", "max");
+	for (int op = 0; op < NOPS; op++)
+		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+			double t[3];
+
+			if (sizes[k] > maxsize)
+				continue;
+			moved = time_op(op, sizes[k], iters, t);
+			if (threshold >= 0 && sizes[k] >= (size_t)threshold)
+				knem += moved;
+			if (me == 0)
+				printf("  %-10s %10zu %10.1f %10.1f %10.1f\n", op_name[op], sizes[k],
+				       t[0], t[1], t[2]);
+		}
+	return knem;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "verify";
@@ -585,9 +621,12 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "bench") == 0)
 		knem = bench(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20,
 			     argc > 3 ? strtoull(argv[3], NULL, 0) : (4u << 20));
+	else if (strcmp(mode, "time") == 0)
+		knem = time_selected(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20,
+				     argc > 3 ? strtoull(argv[3], NULL, 0) : (4u << 20));
 	else
 		die("usage: coll_check verify|bcast [MAXSIZE] | fallback | cache [CALLS] | "
-		    "bench [ITERS [MAXSIZE]]");
+		    "bench|time [ITERS [MAXSIZE]]");
 
 	MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Allreduce(&calls, &all_calls, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);

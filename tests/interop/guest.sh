@@ -5,12 +5,13 @@
 # with knem.ko loaded: real UCX and Open MPI programs over /dev/knem, each
 # checked against the module's counters.
 #
-#   guest.sh UCX_PREFIX MPI_CHECK KNEM_STAT KNEMRS_DIR COLL_CHECK
+#   guest.sh UCX_PREFIX MPI_CHECK KNEM_STAT KNEMRS_DIR COLL_CHECK [KNEMRS_SUITE]
 #
 # UCX_PREFIX is UCX rebuilt with knem (tests/interop/build-ucx.sh), MPI_CHECK
 # tests/interop/mpi_check.c built with Debian's mpicc, KNEM_STAT the tool,
 # KNEMRS_DIR the directory of mca_coll_knemrs.so, COLL_CHECK
-# tests/interop/coll_check.c built with Debian's mpicc.
+# tests/interop/coll_check.c built with Debian's mpicc, KNEMRS_SUITE
+# tests/interop/knemrs.sh's knemrs_suite (default all).
 # Each check prints one line
 #   interop: <check>: knem bytes +N (expected N), failed copies 0, regions 0, pinned 0
 # and the last line is "interop: N passed, N failed".
@@ -21,6 +22,7 @@ mpi_check=$2
 knem_stat=$3
 knemrs=$4
 coll_check=$5
+knemrs_suite=${6:-all}
 . "$(dirname "$0")/checks.sh"
 
 export LD_LIBRARY_PATH="$ucx/lib"

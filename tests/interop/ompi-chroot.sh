@@ -7,7 +7,8 @@
 # (tests/kernels/matrix.sh: KNEM_KERNELS_DIR/root/RELEASE), made the same
 # way when missing; this adds Open MPI to them.
 #
-#   ompi-chroot.sh prepare RELEASE    debootstrap (if missing), then
+#   ompi-chroot.sh prepare RELEASE    once (kept, under the kernel
+#                       matrix's prepare lock): debootstrap (if missing), then
 #                       libopenmpi-dev (with the pmix and hwloc headers its
 #                       headers include), openmpi-bin, gcc and make from the
 #                       release, and the headers Debian's libopenmpi-dev
@@ -66,15 +67,31 @@ in_root() {
 }
 apt_in() { in_root apt-get -y -q -o Dpkg::Use-Pty=0 "$@"; }
 
+# The kernel matrix's lock (tests/kernels/matrix.sh prepare): the chroot
+# is the matrix's too, and .ci/run prepares both in the background, so
+# that neither debootstraps or runs apt in it while the other does.  A
+# chroot prepared here is marked inside itself, so a chroot made anew
+# (KNEM_KERNELS_REFRESH) is prepared anew.
 prepare() {
-	local t0=$SECONDS src
+	local t0=$SECONDS src done_mark=$root/.knem-ompi-prepared
 	sources_of > /dev/null
+	mkdir -p "$dir"
+	exec 8> "$dir/prepare.lock"
+	flock 8
+	echo "$prog: $release: waited $((SECONDS - t0)) s for $dir/prepare.lock"
+	if [ -f "$done_mark" ] && [ -x "$root/usr/bin/mpicc" ] && [ -x "$root/usr/bin/python3" ]; then
+		echo "$prog: $release: prepared earlier: Open MPI $(ompi_version)"
+		return
+	fi
+	t0=$SECONDS
 	if [ ! -x "$root/usr/bin/apt-get" ] || [ ! -f "$root/.debootstrap-done" ]; then
 		command -v debootstrap > /dev/null || die "debootstrap is missing (tests/setup-deps.sh)"
 		rm -rf "$root"
 		mkdir -p "$root"
 		debootstrap --variant=minbase "$release" "$root" "$mirror"
 		touch "$root/.debootstrap-done"
+		# The release's suites, as matrix.sh writes them.
+		sources_of | grep '^deb ' > "$root/etc/apt/sources.list"
 		echo "$prog: debootstrap $release took $((SECONDS - t0)) s"
 	fi
 	t0=$SECONDS
@@ -90,7 +107,9 @@ prepare() {
 	echo force-unsafe-io > "$root/etc/dpkg/dpkg.cfg.d/90knem-matrix"
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
 	apt_in update
-	apt_in install make gcc libc6-dev libopenmpi-dev libpmix-dev libhwloc-dev pkgconf openmpi-bin bzip2 xz-utils
+	# python3: tests/vm/two-node/rsh.py, the launcher of the two-guest jobs.
+	apt_in install make gcc libc6-dev libopenmpi-dev libpmix-dev libhwloc-dev pkgconf openmpi-bin bzip2 xz-utils \
+		python3
 	# The source package's headers, for those libopenmpi-dev leaves out.
 	src=/usr/src/knem-ompi-headers
 	if [ ! -f "$root$src/.done-$(ompi_version)" ]; then
@@ -111,6 +130,7 @@ prepare() {
 		rm -rf "$root$src/dl"
 		touch "$root$src/.done-$(ompi_version)"
 	fi
+	touch "$done_mark"
 	echo "$prog: $release: Open MPI $(ompi_version), apt took $((SECONDS - t0)) s"
 }
 

@@ -54,7 +54,19 @@ make -s -C "$top/mpi/openmpi/coll-knemrs" -B OUT="$knemrs" KNEM_RS_LIB="$knemrs/
 mpicc -O2 -Wall -Wextra -Werror -o "$out/coll_check" "$top/tests/interop/coll_check.c"
 phase "coll/knemrs build"
 
+# coll/knemrs's fallbacks, timing mode and missing transport are
+# userspace decisions that move no byte through the module (the timing
+# mode repeats verify's copies): the first kernel runs them, the others
+# only the verify runs (make interop-smsc runs them again with Open MPI
+# 5.0.7 and 6.0).
 status=0
+all_kernels=("${kernels[@]}")
+kernels=("${all_kernels[0]}")
 run_on_kernels interop guest /opt/interop/guest.sh "$out/ucx" "$out/mpi_check" "$knem_stat" \
-	"$knemrs" "$out/coll_check" || status=1
+	"$knemrs" "$out/coll_check" all || status=1
+if [ ${#all_kernels[@]} -gt 1 ]; then
+	kernels=("${all_kernels[@]:1}")
+	run_on_kernels interop guest /opt/interop/guest.sh "$out/ucx" "$out/mpi_check" "$knem_stat" \
+		"$knemrs" "$out/coll_check" verify || status=1
+fi
 exit $status

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# make interop-smsc (not part of make test yet): our smsc/knem
+# make interop-smsc (make test's interop-smsc stage): our smsc/knem
 # (mpi/openmpi/smsc-knem) with Debian's own, unmodified Open MPI 5 and 6.
 # Per release (trixie: 5.0.7, sid: 6.0): its chroot gets Open MPI
 # (tests/interop/ompi-chroot.sh prepare, kept once made), the component
 # and mpi_check are built there with its mpicc, then the VM boots each
 # kernel with the chroot as its root and runs tests/interop/guest-smsc.sh:
-# mpi_check over btl/sm with --mca smsc knem on 2 and 4 ranks and a CMA
-# control run, each checked against knem's byte counters; with --capi-lib
-# (libknem_rs.so, built on the host) also coll/knemrs, built in the chroot
-# against that Open MPI, under coll_check on 2 and 4 ranks.
+# mpi_check over btl/sm with --mca smsc knem on 2 ranks, chosen by
+# priority on 4 ranks, and a CMA control run, each checked against knem's
+# byte counters; with --capi-lib (libknem_rs.so, built on the host) also
+# coll/knemrs, built in the chroot against that Open MPI, under coll_check
+# (verify on 2 and 4 ranks, the fallbacks, no transport).  Everything of
+# one release runs in one boot.
 #
 #   tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]...
+#                         [--bench ITERS MAXSIZE]
+#
+# --bench (make interop-smsc-bench; needs --capi-lib): instead of the
+# checks, coll_check's timing mode under coll/knemrs, tuned over smsc cma
+# and knem, and coll/xhc over smsc/knem, in one boot
+# (tests/interop/smsc-bench.sh); default release sid.
 #
 # Default: trixie and sid on kernel 6.1.  Work files go to build/smsc/;
 # each phase's time is printed.
@@ -25,15 +33,22 @@ export KNEM_KERNELS_DIR=${KNEM_KERNELS_DIR:-$top/build/kernels}
 kernels=()
 releases=()
 capi_lib=
+bench=()
+bench_tag=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernels+=("$2"); shift 2 ;;
 	--release) releases+=("$2"); shift 2 ;;
 	--capi-lib) capi_lib=$2; shift 2 ;;
-	*) echo "usage: tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]..." >&2; exit 2 ;;
+	--bench) bench=(bench "$2" "$3") bench_tag=-bench; shift 3 ;;
+	*) echo "usage: tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]... [--bench ITERS MAXSIZE]" >&2; exit 2 ;;
 	esac
 done
 [ ${#kernels[@]} -gt 0 ] || kernels=(6.1)
+if [ ${#bench[@]} -gt 0 ]; then
+	[ -n "$capi_lib" ] || { echo "interop-smsc: --bench needs --capi-lib" >&2; exit 2; }
+	[ ${#releases[@]} -gt 0 ] || releases=(sid)
+fi
 [ ${#releases[@]} -gt 0 ] || releases=(trixie sid)
 
 mkdir -p "$out"
@@ -57,7 +72,8 @@ for rel in "${releases[@]}"; do
 	phase "$rel build"
 	vm_root_dir=$("$top/tests/interop/ompi-chroot.sh" root "$rel")
 	vm_add=$out/$rel
-	if run_on_kernels "interop-smsc $rel" "guest-$rel" /opt/interop/guest-smsc.sh "$rel" "/opt/$rel"; then
+	if run_on_kernels "interop-smsc $rel" "guest-$rel$bench_tag" \
+		/opt/interop/guest-smsc.sh "$rel" "/opt/$rel" ${bench[@]+"${bench[@]}"}; then
 		results+=("$rel: ok")
 	else
 		results+=("$rel: FAILED")

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# Sourced by tests/interop/guest-smsc.sh LABEL DIR bench [ITERS [MAXSIZE]]
+# (make interop-smsc-bench, on 6.0): coll_check's timing mode ("time")
+# on 4 ranks, in one boot, under
+#   knemrs      coll/knemrs (btl/sm with smsc cma for point to point)
+#   tuned-cma   Open MPI's own choice, tuned over btl/sm, smsc cma
+#   tuned-knem  the same over our smsc/knem
+#   xhc-knem    coll/xhc over smsc/knem (xhc takes bcast; the other
+#               operations go to what it sits on, tuned here)
+# then one OSU-style table joining the four (size, avg/min/max us).
+# coll/knemrs is loaded in every run for coll_check's MPI_T variable
+# (priority 0: never selected outside its own run).
+#
+# Each run is checked against knem's counters: coll/knemrs by exactly the
+# bytes coll_check computed, tuned over cma by +0, the two over smsc/knem
+# by more than 0 (tuned's and xhc's schedules decide how many bytes cross
+# by single copy; coll_check does not model them); no failed copy, no
+# region or pinned page left.
+
+bench_iters=${4:-5}
+bench_max=${5:-1048576}
+knemrs=$dir/knemrs
+coll_check=$dir/coll_check
+
+# bench_run NAME EXPECTED SELECTED MCA-OPTIONS...: coll_check time on 4
+# ranks; EXPECTED "all" (what coll_check computed), 0 or "some" (> 0);
+# SELECTED the component coll_base_verbose must show selected on every
+# rank.
+bench_run() {
+	local name=$1 want=$2 comp=$3 rc t0 db df sel line
+	shift 3
+	log=/tmp/bench-$name.log
+	b0=$(knem_bytes) f0=$(counter copies_failed)
+	t0=$(date +%s)
+	mpirun --map-by :OVERSUBSCRIBE --bind-to none -np 4 \
+		--mca mca_base_component_path "$component_path:$knemrs" \
+		--mca pml ob1 --mca btl self,sm \
+		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$@" \
+		"$coll_check" time "$bench_iters" "$bench_max" > "$log" 2>&1
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		grep -av 'mca: base\|coll:' "$log" | sed 's/^/    /' | tail -n 30
+		fail "bench-$name" "mpirun exited with status $rc"
+		return
+	fi
+	grep -a '^coll_check:\|^  \|^# ' "$log" | sed 's/^/    /'
+	sel=$(grep -ac "coll:base:comm_select: selecting *$comp, priority *[0-9]*, Enabled" "$log")
+	db=$(($(knem_bytes) - b0))
+	df=$(($(counter copies_failed) - f0))
+	[ "$want" != all ] || want=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+	line="knem bytes +$db (expected $want), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages), $comp selected on $sel, $(($(date +%s) - t0)) s"
+	if [ "$sel" -ge 4 ] && [ "$df" -eq 0 ] && [ "$(counter regions)" -eq 0 ] &&
+		[ "$(counter pinned_pages)" -eq 0 ] &&
+		{ { [ "$want" = some ] && [ "$db" -gt 0 ]; } ||
+			{ [ "$want" != some ] && [ -n "$want" ] && [ "$db" -eq "$want" ]; }; }; then
+		echo "interop: bench-$name: $line"
+		passed=$((passed + 1))
+	else
+		fail "bench-$name" "$line"
+	fi
+}
+
+bench_run knemrs all knemrs --mca smsc cma
+bench_run tuned-cma 0 tuned --mca smsc cma --mca coll_knemrs_priority 0
+bench_run tuned-knem some tuned --mca smsc knem --mca coll_knemrs_priority 0
+bench_run xhc-knem some xhc --mca smsc knem --mca coll_knemrs_priority 0 --mca coll_xhc_priority 100
+
+# The four tables, one row per operation and size.
+echo "interop: $label: coll_check time, 4 ranks on 2 vCPUs (TCG), $bench_iters iterations; us, avg min max over ranks"
+echo "| op | size | knemrs avg | min | max | tuned-cma avg | min | max | tuned-knem avg | min | max | xhc-knem avg | min | max |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for r in knemrs tuned-cma tuned-knem xhc-knem; do
+	grep -a '^  [a-z]' "/tmp/bench-$r.log" | awk -v r="$r" '{ print $1, $2, r, $3, $4, $5 }'
+done | awk '
+	{ k = $1 " " $2; if (!(k in row)) order[n++] = k; row[k] = row[k] " | " $4 " | " $5 " | " $6 }
+	END { for (i = 0; i < n; i++) { split(order[i], f, " "); print "| " f[1] " | " f[2] row[order[i]] " |" } }'
