@@ -6,13 +6,13 @@
 #   make vm-test    the in-VM suite on each kernel of VM_KERNELS
 #   make kernels-test   every Debian release's kernels, built in its chroot
 #   make test-kernels   the same with the in-VM suite on every kernel
-#   make interop    UCX and Open MPI over the module on each kernel of VM_KERNELS
+#   make interop    UCX and Open MPI over the module on each kernel of INTEROP_KERNELS
 #   make interop-smsc  smsc/knem in Debian's own Open MPI 5.0.7 and 6.0, in
 #                   their releases' chroots booted in the VM
 #   make interop-smsc-bench  coll_check's timings on 6.0: coll/knemrs, tuned
 #                   over smsc cma and knem, coll/xhc (not part of make test)
 #   make two-node   Open MPI across two guests joined by a private link
-#                   (tests/vm/two-guests.sh; not part of make test)
+#                   (tests/vm/two-guests.sh)
 #   make module     knem.ko for each kernel of KVERS
 #   make test-debug-kernel  the suite, the DMA-provider suite and a 10-minute
 #                   fuzz under a KASAN + lockdep kernel built once per machine
@@ -143,17 +143,20 @@ test-kernels:
 	$(MAKE) kernels-test KERNELS_FULL=all KERNELS_DKMS= SUITE_MAIN= SUITE_LIGHT=
 	$(MAKE) vm-test SUITE_MAIN= SUITE_LIGHT=
 
-# Real clients over the module, on each kernel of VM_KERNELS: Debian's UCX
-# rebuilt with knem, Debian's Open MPI 4.1.4 over it, and coll/knemrs over
-# libknem_rs in that Open MPI, each job checked against knem's byte
-# counters (tests/interop/run.sh).
+# Real clients over the module, on each kernel of INTEROP_KERNELS: Debian's
+# UCX rebuilt with knem, Debian's Open MPI 4.1.4 over it, and coll/knemrs
+# over libknem_rs in that Open MPI, each job checked against knem's byte
+# counters (tests/interop/run.sh).  make test runs it on 6.1; the RT
+# kernel gets the same UCX and Open MPI 4.1.4 jobs, across two guests, in
+# the two-node stage (TWO_NODE_KERNEL).
+INTEROP_KERNELS ?= 6.1
 STAT_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-stat
 stat-bin:
 	$(STATIC_BUILD) -p knem-stat
 
 interop: module stat-bin capi-bin
 	tests/interop/run.sh --knem-stat $(STAT_BIN) --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
-		$(foreach k,$(VM_KERNELS),--kernel $(k))
+		$(foreach k,$(INTEROP_KERNELS),--kernel $(k))
 
 # Our smsc/knem (mpi/openmpi/smsc-knem) with Debian's own Open MPI 5.0.7
 # (trixie) and 6.0 (sid), each built and run in its release's chroot
@@ -188,15 +191,16 @@ interop-smsc-bench: module capi-bin
 # alone and under coll/han, and TWO_NODE_RELEASE's Open MPI (its chroot,
 # as interop-smsc's) with btl/sm over our smsc/knem; each guest's knem must
 # move exactly its intra-node share.  A stage of make test, after interop
-# and interop-smsc.
+# and interop-smsc, on the RT kernel (interop has 6.1).
 TWO_NODE_RELEASE ?= sid
+TWO_NODE_KERNEL ?= 6.12-rt
 TWO_NODE_OUT := $(BUILD)/two-node/$(TWO_NODE_RELEASE)
 two-node: module capi-bin
 	tests/interop/setup.sh $(BUILD)/interop/src
 	tests/interop/build-ucx.sh $(BUILD)/interop/src $(BUILD)/interop/ucx
 	tests/interop/ompi-chroot.sh prepare $(TWO_NODE_RELEASE)
 	tests/interop/ompi-chroot.sh build $(TWO_NODE_RELEASE) $(TWO_NODE_OUT)
-	tests/vm/two-guests.sh --kernel 6.1 --ucx $(BUILD)/interop/ucx \
+	tests/vm/two-guests.sh --kernel $(TWO_NODE_KERNEL) --ucx $(BUILD)/interop/ucx \
 		--capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
 		--release "$$(tests/interop/ompi-chroot.sh root $(TWO_NODE_RELEASE))" --release-out $(TWO_NODE_OUT)
 
@@ -294,7 +298,7 @@ fuzz-core-smoke:
 # appends its name to build/test-stages.passed, and the summary counts the
 # stages that did not as failed.  make test exits non-zero on any failure.
 TEST_STAGES := fmt-check clippy host-test fuzz-core-smoke abi-test core-repro vm-test kernels-test \
-	interop interop-smsc fuzz-smoke package-test bench-smoke
+	interop interop-smsc two-node fuzz-smoke package-test package-test-openmpi bench-smoke
 STAGES_PASSED := $(BUILD)/test-stages.passed
 test:
 	@mkdir -p $(BUILD) && : > $(STAGES_PASSED)
@@ -501,8 +505,14 @@ LIBKNEM_DEB = $(firstword $(wildcard $(BUILD)/deb/libknem-rs0_$(PKG_VERSION)-*_a
 .PHONY: deb-openmpi package-test-openmpi
 deb-openmpi: capi-bin
 	packaging/openmpi/build-deb.sh $(RELEASE) $(BUILD)/deb-openmpi $(PREBUILT)/libknem_rs.so
-package-test-openmpi: capi-bin $(if $(LIBKNEM_DEB),,deb)
-	tests/package/openmpi-chroots.sh $(LIBKNEM_DEB) $(PREBUILT)/libknem_rs.so $(OMPI_PKG_RELEASES)
+# make deb only when package-test (or an earlier make deb) has not left
+# the package: it is looked for when the recipe runs, not when make starts
+# (through DEB_MAKE, so that make -n does not run the recipe).
+DEB_MAKE = $(MAKE) --no-print-directory deb
+package-test-openmpi: capi-bin
+	@deb='$(LIBKNEM_DEB)'; [ -n "$$deb" ] || { $(DEB_MAKE) && \
+		deb=$$(ls $(BUILD)/deb/libknem-rs0_$(PKG_VERSION)-*_amd64.deb | head -n 1); }; \
+	tests/package/openmpi-chroots.sh "$$deb" $(PREBUILT)/libknem_rs.so $(OMPI_PKG_RELEASES)
 
 # Installation steps the packages call inside the unpacked tarball; they
 # never build anything.
