@@ -180,6 +180,7 @@ pub unsafe extern "C" fn knem_rs_team_cache_regions(
 
 /// What knem_rs_team_region_cache_stats fills in (knem_rs_cache_stats).
 #[repr(C)]
+#[derive(Default)]
 pub struct CCacheStats {
     pub hits: u64,
     pub misses: u64,

@@ -3,45 +3,12 @@
 //! pointers and roots give -EFAULT / -EINVAL, and the team still works
 //! afterwards.  Ranks are threads of this process over the shm transport.
 
+mod common;
+
+use common::{last, team_of};
 use knem_rs::*;
-use libc::{c_int, c_void, iovec};
-use std::ffi::{CStr, CString};
+use libc::{c_void, iovec};
 use std::ptr::{null, null_mut};
-
-fn last() -> String {
-    // SAFETY: the API returns a valid C string.
-    unsafe { CStr::from_ptr(knem_rs_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Attach `size` threads as one team and run `body(team, rank)` in each.
-fn team_of(size: usize, body: fn(*mut CTeam, usize)) {
-    let name = CString::new(knem_coll::launch::fresh_name()).unwrap();
-    std::thread::scope(|s| {
-        for rank in 0..size {
-            let name = &name;
-            s.spawn(move || {
-                let mut team = null_mut();
-                // SAFETY: valid strings and out pointer.
-                let rc = unsafe {
-                    knem_rs_team_attach(
-                        name.as_ptr(),
-                        rank as c_int,
-                        size as c_int,
-                        c"shm".as_ptr(),
-                        &mut team,
-                    )
-                };
-                assert_eq!(rc, 0, "attach: {}", last());
-                body(team, rank);
-                // SAFETY: attached above, closed once.
-                unsafe { knem_rs_team_close(team) };
-            });
-        }
-    });
-    let _ = std::fs::remove_file(knem_coll::team::team_path(name.to_str().unwrap()));
-}
 
 /// After the failures, a real allgather proves every rank is in step.
 fn allgather_works(team: *mut CTeam, rank: usize, size: usize) {
@@ -66,7 +33,7 @@ fn allgather_works(team: *mut CTeam, rank: usize, size: usize) {
 
 #[test]
 fn huge_counts_overflow_on_every_rank() {
-    team_of(3, |team, rank| {
+    team_of(3, c"shm", |team, rank| {
         let mut buf = [0u8; 64];
         let (s, r) = (buf.as_ptr().cast::<c_void>(), buf.as_mut_ptr().cast());
         // n * 3 wraps around size_t; the second does not wrap but exceeds
@@ -95,7 +62,7 @@ fn huge_counts_overflow_on_every_rank() {
 
 #[test]
 fn bad_roots_algorithms_and_pointers() {
-    team_of(2, |team, rank| {
+    team_of(2, c"shm", |team, rank| {
         let mut buf = [0u8; 64];
         let (s, r) = (buf.as_ptr().cast::<c_void>(), buf.as_mut_ptr().cast());
         // SAFETY: each call is rejected before any buffer is touched.
@@ -120,7 +87,7 @@ fn bad_roots_algorithms_and_pointers() {
 /// shorter than the root's count (a Rust panic before the fix).
 #[test]
 fn v_counts_are_checked() {
-    team_of(1, |team, _| {
+    team_of(1, c"shm", |team, _| {
         let mut buf = [7u8; 16];
         let mut out = [0u8; 16];
         let (s, r) = (buf.as_mut_ptr().cast::<c_void>(), out.as_mut_ptr().cast());

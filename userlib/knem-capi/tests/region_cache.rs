@@ -4,58 +4,19 @@
 //! cache off or closing the team leaves nothing kept.  Ranks are threads
 //! of this process over CMA (the knem side runs in the VM, under Open MPI).
 
+mod common;
+
+use common::{last, team_of};
 use knem_rs::*;
-use libc::{c_int, c_void};
-use std::ffi::{CStr, CString};
+use libc::c_void;
 use std::ptr::null_mut;
 
-fn last() -> String {
-    // SAFETY: the API returns a valid C string.
-    unsafe { CStr::from_ptr(knem_rs_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 fn stats(team: *mut CTeam) -> CCacheStats {
-    let mut s = CCacheStats {
-        hits: 0,
-        misses: 0,
-        invalidated: 0,
-        evicted: 0,
-        entries: 0,
-        bytes: 0,
-    };
+    let mut s = CCacheStats::default();
     // SAFETY: a live team and a writable out struct.
     let rc = unsafe { knem_rs_team_region_cache_stats(team, &mut s) };
     assert_eq!(rc, 0, "stats: {}", last());
     s
-}
-
-fn team_of(size: usize, transport: &'static CStr, body: fn(*mut CTeam, usize)) {
-    let name = CString::new(knem_coll::launch::fresh_name()).unwrap();
-    std::thread::scope(|s| {
-        for rank in 0..size {
-            let name = &name;
-            s.spawn(move || {
-                let mut team = null_mut();
-                // SAFETY: valid strings and out pointer.
-                let rc = unsafe {
-                    knem_rs_team_attach(
-                        name.as_ptr(),
-                        rank as c_int,
-                        size as c_int,
-                        transport.as_ptr(),
-                        &mut team,
-                    )
-                };
-                assert_eq!(rc, 0, "attach: {}", last());
-                body(team, rank);
-                // SAFETY: attached above, closed once.
-                unsafe { knem_rs_team_close(team) };
-            });
-        }
-    });
-    let _ = std::fs::remove_file(knem_coll::team::team_path(name.to_str().unwrap()));
 }
 
 /// An allgather of n bytes per rank from `send` into `recv`, checked.
@@ -109,22 +70,11 @@ fn repeats_hit_releases_and_bounds() {
         // Off: nothing kept, and no stats.
         // SAFETY: as above.
         assert_eq!(unsafe { knem_rs_team_cache_regions(team, 0, 0) }, 0);
-        let mut out = stats_zero();
+        let mut out = CCacheStats::default();
         // SAFETY: as above.
         let rc = unsafe { knem_rs_team_region_cache_stats(team, &mut out) };
         assert_eq!(rc, -libc::ENOENT);
     });
-}
-
-fn stats_zero() -> CCacheStats {
-    CCacheStats {
-        hits: 0,
-        misses: 0,
-        invalidated: 0,
-        evicted: 0,
-        entries: 0,
-        bytes: 0,
-    }
 }
 
 #[test]
