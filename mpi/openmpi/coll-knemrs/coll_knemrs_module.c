@@ -32,24 +32,26 @@ static void knemrs_prev_release(struct knemrs_prev *p)
 	p->fn = NULL;
 }
 
+/* One count per operation, as the team's end reports them. */
+static void knemrs_log_calls(const char *what, const unsigned long n[KNEMRS_NOPS])
+{
+	opal_output_verbose(10, mca_coll_knemrs_component.output,
+		"coll:knemrs: %s bcast %lu, scatter %lu, gather %lu, allgather %lu, alltoall %lu calls",
+		what, n[KNEM_RS_OP_BCAST], n[KNEM_RS_OP_SCATTER], n[KNEM_RS_OP_GATHER],
+		n[KNEM_RS_OP_ALLGATHER], n[KNEM_RS_OP_ALLTOALL]);
+}
+
 static void knemrs_module_destruct(mca_coll_knemrs_module_t *m)
 {
 	if (m->team != NULL) {
-		opal_output_verbose(10, mca_coll_knemrs_component.output,
-			"coll:knemrs: team freed after bcast %lu, scatter %lu, gather %lu, "
-			"allgather %lu, alltoall %lu calls",
-			m->carried[KNEM_RS_OP_BCAST], m->carried[KNEM_RS_OP_SCATTER],
-			m->carried[KNEM_RS_OP_GATHER], m->carried[KNEM_RS_OP_ALLGATHER],
-			m->carried[KNEM_RS_OP_ALLTOALL]);
-		if (m->declined[KNEM_RS_OP_BCAST] + m->declined[KNEM_RS_OP_SCATTER] +
-		    m->declined[KNEM_RS_OP_GATHER] + m->declined[KNEM_RS_OP_ALLGATHER] +
-		    m->declined[KNEM_RS_OP_ALLTOALL] > 0)
-			opal_output_verbose(10, mca_coll_knemrs_component.output,
-				"coll:knemrs: declined by knem-rs and carried by the saved module: "
-				"bcast %lu, scatter %lu, gather %lu, allgather %lu, alltoall %lu calls",
-				m->declined[KNEM_RS_OP_BCAST], m->declined[KNEM_RS_OP_SCATTER],
-				m->declined[KNEM_RS_OP_GATHER], m->declined[KNEM_RS_OP_ALLGATHER],
-				m->declined[KNEM_RS_OP_ALLTOALL]);
+		unsigned long declined = 0;
+
+		knemrs_log_calls("team freed after", m->carried);
+		for (int op = 0; op < KNEMRS_NOPS; op++)
+			declined += m->declined[op];
+		if (declined > 0)
+			knemrs_log_calls("declined by knem-rs and carried by the saved module:",
+					 m->declined);
 		knemrs_cache_report(m);
 		/* Closing the team destroys the regions it kept. */
 		knem_rs_team_close(m->team);
