@@ -52,12 +52,7 @@ if [ "$release" = bookworm ]; then
 	in_root() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C "$@"; }
 else
 	root=$("$top/tests/interop/ompi-chroot.sh" root "$release")
-	# As ompi-chroot.sh's: /proc in a private mount namespace.
-	in_root() {
-		unshare --mount --propagation private -- /bin/sh -c \
-			'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$root" \
-			env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C "$@"
-	}
+	in_root() { "$top/tests/interop/ompi-chroot.sh" run "$release" "$@"; }
 	if [ ! -x "$root/usr/bin/mpicc" ] || [ ! -d "$root/usr/src/knem-ompi-headers/opal" ]; then
 		"$top/tests/interop/ompi-chroot.sh" prepare "$release"
 	fi

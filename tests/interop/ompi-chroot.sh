@@ -26,6 +26,8 @@
 #                       holds mca_coll_knemrs.so and lib/libknem_rs.so.0,
 #                       its run path ($ORIGIN/lib)
 #   ompi-chroot.sh root RELEASE       print the chroot's directory
+#   ompi-chroot.sh run RELEASE CMD... CMD in the chroot (/proc mounted in
+#                       a private mount namespace, a clean environment)
 #
 # Environment: KNEM_KERNELS_DIR (default build/kernels), KNEM_KERNELS_MIRROR.
 set -euo pipefail
@@ -38,7 +40,7 @@ security=${mirror%/debian}/debian-security
 
 die() { echo "$prog: $*" >&2; exit 2; }
 
-[ $# -ge 2 ] || die "usage: $prog prepare|build|root RELEASE [OUT]"
+[ $# -ge 2 ] || die "usage: $prog prepare|build|root|run RELEASE [OUT | CMD...]"
 cmd=$1 release=$2
 root=$dir/root/$release
 
@@ -184,5 +186,9 @@ build)
 	[ $# -eq 3 ] || [ $# -eq 4 ] || die "usage: $prog build RELEASE OUT [CAPI_LIB]"
 	build "$(realpath -m "$3")" ${4:+"$(realpath "$4")"} ;;
 root) echo "$root" ;;
-*) die "usage: $prog prepare|build|root RELEASE [OUT]" ;;
+run)
+	shift 2
+	[ $# -ge 1 ] || die "usage: $prog run RELEASE CMD..."
+	in_root "$@" ;;
+*) die "usage: $prog prepare|build|root|run RELEASE [OUT | CMD...]" ;;
 esac

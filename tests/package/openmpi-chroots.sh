@@ -45,12 +45,8 @@ name=knem-rs-openmpi
 [ "$(id -u)" = 0 ] || { echo "$prog installs packages in the chroots: run it as root"; exit 1; }
 [ -f "$lib_deb" ] || { echo "$prog: no $lib_deb (make deb)"; exit 1; }
 
-root=
-in_root() {
-	unshare --mount --propagation private -- /bin/sh -c \
-		'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$root" \
-		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C DEBIAN_FRONTEND=noninteractive "$@"
-}
+root= release=
+in_root() { "$top/tests/interop/ompi-chroot.sh" run "$release" "$@"; }
 
 # Every file, link and directory of the chroot but what dpkg and apt keep
 # about themselves, with mode, owner and size.
