@@ -44,14 +44,8 @@ phase "setup (apt)"
 "$top/tests/interop/build-ucx.sh" "$out/src" "$out/ucx"
 phase "UCX build"
 mpicc -O2 -Wall -Wextra -Werror -o "$out/mpi_check" "$top/tests/interop/mpi_check.c"
-# coll/knemrs with libknem_rs under its soname in a directory of its own,
-# which the component names as its run path.
 knemrs=$out/knemrs
-mkdir -p "$knemrs/lib"
-cp "$capi_lib" "$knemrs/lib/libknem_rs.so.0"
-ln -sf libknem_rs.so.0 "$knemrs/lib/libknem_rs.so"
-make -s -C "$top/mpi/openmpi/coll-knemrs" -B OUT="$knemrs" KNEM_RS_LIB="$knemrs/lib"
-mpicc -O2 -Wall -Wextra -Werror -o "$out/coll_check" "$top/tests/interop/coll_check.c"
+"$top/tests/interop/build-knemrs.sh" "$out" "$capi_lib"
 phase "coll/knemrs build"
 
 # coll/knemrs's fallbacks, timing mode and missing transport are

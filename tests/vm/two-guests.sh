@@ -62,14 +62,7 @@ mkdir -p "$out"
 mpicc -O2 -Wall -Wextra -Werror -o "$out/mpi_check" "$top/tests/interop/mpi_check.c"
 knemrs_args=()
 if [ -n "$capi_lib" ]; then
-	# As tests/interop/run.sh: libknem_rs under its soname beside the
-	# component, which names that directory as its run path.
-	rm -rf "$out/knemrs"
-	mkdir -p "$out/knemrs/lib"
-	cp "$capi_lib" "$out/knemrs/lib/libknem_rs.so.0"
-	ln -sf libknem_rs.so.0 "$out/knemrs/lib/libknem_rs.so"
-	make -s -C "$top/mpi/openmpi/coll-knemrs" -B OUT="$out/knemrs" KNEM_RS_LIB="$out/knemrs/lib"
-	mpicc -O2 -Wall -Wextra -Werror -o "$out/coll_check" "$top/tests/interop/coll_check.c"
+	"$top/tests/interop/build-knemrs.sh" "$out" "$capi_lib"
 	knemrs_args=(--add "$out/knemrs" --add "$out/coll_check")
 fi
 # What both nodes are told; node A also gets its programs.

@@ -153,6 +153,21 @@ else
 	fail "a: mpirun 2x2 hostname" "$(echo "$out" | tail -n 20)"
 fi
 
+# counted NAME PREFIX COMMAND...: COMMAND's output into /tmp/NAME.log,
+# its lines that start with PREFIX shown; sets rc, secs, and dba and dbb,
+# the bytes knem moved on node A and on node B meanwhile.
+counted() {
+	name=$1 prefix=$2
+	shift 2
+	ba0=$(knem_bytes a) bb0=$(knem_bytes b)
+	t0=$(date +%s)
+	"$@" > "/tmp/$name.log" 2>&1
+	rc=$?
+	secs=$(($(date +%s) - t0))
+	grep -a "^$prefix:" "/tmp/$name.log" | sed 's/^/    /'
+	dba=$(($(knem_bytes a) - ba0)) dbb=$(($(knem_bytes b) - bb0))
+}
+
 # job NAME KNEM LAUNCH-ARGS...: mpi_check on 2 x 2 ranks, every byte
 # verified, then knem's bytes on each guest against what it must have
 # moved: KNEM "intra" is the guest's intra-node share, which mpi_check
@@ -161,16 +176,10 @@ fi
 job() {
 	name=$1 want=$2
 	shift 2
-	ba0=$(knem_bytes a) bb0=$(knem_bytes b)
-	t0=$(date +%s)
-	# shellcheck disable=SC2086 # program and its arguments
-	${launch:-mpirun_2x2} --mca coll_tuned_use_dynamic_rules 1 \
+	# shellcheck disable=SC2086 # the launcher, the program and its arguments
+	counted "$name" mpi_check ${launch:-mpirun_2x2} --mca coll_tuned_use_dynamic_rules 1 \
 		--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
-		"$@" ${program:-$mpi_check 0 $pingpong_max} > "/tmp/$name.log" 2>&1
-	rc=$?
-	secs=$(($(date +%s) - t0))
-	grep '^mpi_check:' "/tmp/$name.log" | sed 's/^/    /'
-	dba=$(($(knem_bytes a) - ba0)) dbb=$(($(knem_bytes b) - bb0))
+		"$@" ${program:-$mpi_check 0 $pingpong_max}
 	if [ "$want" = intra ]; then
 		wa=$(sed -n 's/^mpi_check: node node-a, ranks 2, intra-node bytes \([0-9]*\)$/\1/p' "/tmp/$name.log")
 		wb=$(sed -n 's/^mpi_check: node node-b, ranks 2, intra-node bytes \([0-9]*\)$/\1/p' "/tmp/$name.log")
@@ -221,15 +230,9 @@ fi
 coll() {
 	name=$1 mode=$2 maxsize=$3 want=$4
 	shift 4
-	ba0=$(knem_bytes a) bb0=$(knem_bytes b)
-	t0=$(date +%s)
-	mpirun_2x2 --mca mca_base_component_path "$pkglibdir:$knemrs" \
+	counted "$name" coll_check mpirun_2x2 --mca mca_base_component_path "$pkglibdir:$knemrs" \
 		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 \
-		"$@" "$coll_check" "$mode" "$maxsize" > "/tmp/$name.log" 2>&1
-	rc=$?
-	secs=$(($(date +%s) - t0))
-	grep -a '^coll_check:' "/tmp/$name.log" | sed 's/^/    /'
-	dba=$(($(knem_bytes a) - ba0)) dbb=$(($(knem_bytes b) - bb0))
+		"$@" "$coll_check" "$mode" "$maxsize"
 	k=$(sed -n "s/^coll_check: $mode: ranks 4, .*, bad bytes 0, knem bytes expected \([0-9]*\)\$/\1/p" "/tmp/$name.log")
 	aside=$(grep -ac 'coll:knemrs: not for MPI_COMM_WORLD: ranks on other nodes' "/tmp/$name.log")
 	intra=$(grep -ac 'coll:knemrs: enabled on .* (2 ranks on this node)' "/tmp/$name.log")
