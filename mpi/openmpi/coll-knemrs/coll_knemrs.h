@@ -50,7 +50,8 @@ struct knemrs_component_state {
 	/* Transport name for the team ("knem" unless told otherwise). */
 	char *transport;
 	/* Keep regions declared while buffers repeat (only where Open MPI's
-	 * memory hooks report releases), bounded per communicator. */
+	 * memory hooks report releases), bounded per communicator: 1 yes,
+	 * 0 no, -1 where pins are not limited (knemrs_cache_enable). */
 	int region_cache;
 	int cache_entries;
 	size_t cache_bytes;

@@ -8,8 +8,14 @@
  * without the reports, a buffer freed and mapped again at the same
  * address would be served by the old pages.
  *
- * Off unless coll_knemrs_region_cache is 1, and never with Open MPI 5 or
- * later (see knemrs_cache_enable).
+ * libknem_rs never keeps a region in the malloc heap (brk): with Debian's
+ * Open MPI 5.0.7 and 6.0 (glibc 2.41, 2.43) the hooks do not see the heap
+ * being trimmed, and kept heap regions gave wrong bytes.
+ *
+ * coll_knemrs_region_cache: 1 on, 0 off, -1 (the default) on where this
+ * rank's pins are not limited (knemrs_pins_unlimited): kept regions stay
+ * pinned, and under a memlock limit they would take the pins that the
+ * next call, or another component, needs.
  *
  * The hooks are those Open MPI's own registration caches use: opening the
  * memory framework installs the patcher (munmap, mmap MAP_FIXED, mremap,
@@ -19,7 +25,12 @@
  */
 #include "coll_knemrs.h"
 
+#include <linux/capability.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "opal/mca/base/mca_base_framework.h"
 #include "opal/mca/memory/base/base.h"
@@ -71,22 +82,47 @@ static void knemrs_hooks_init(void)
 	knemrs_hooks = 1;
 }
 
+/* Whether knem lets this rank pin without limit: RLIMIT_MEMLOCK
+ * unlimited, CAP_IPC_LOCK, or the module told not to count (its
+ * account_pinned parameter 0).  Otherwise *limit_kib is the limit. */
+static int knemrs_pins_unlimited(unsigned long long *limit_kib)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
+	struct rlimit rl = { 0, 0 };
+	FILE *f;
+	int counted = 'Y';
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
+		return 1;
+	if (syscall(SYS_capget, &hdr, caps) == 0 &&
+	    (caps[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)))
+		return 1;
+	f = fopen("/sys/module/knem/parameters/account_pinned", "r");
+	if (f != NULL) {
+		/* A bool parameter: Y or N. */
+		counted = fgetc(f);
+		fclose(f);
+	}
+	*limit_kib = (unsigned long long)rl.rlim_cur / 1024;
+	return counted == 'N';
+}
+
 void knemrs_cache_enable(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm)
 {
 	int entries = mca_coll_knemrs_component.cache_entries;
 	size_t bytes = mca_coll_knemrs_component.cache_bytes;
+	unsigned long long limit_kib = 0;
 
-	if (!mca_coll_knemrs_component.region_cache || entries <= 0 || bytes == 0)
+	if (mca_coll_knemrs_component.region_cache == 0 || entries <= 0 || bytes == 0)
 		return;
-#if OMPI_MAJOR_VERSION >= 5
-	/* With Debian's 5.0.7 and 6.0 (and their glibc) a kept region served
-	 * a buffer whose pages had changed: the hooks did not report every
-	 * release there (coll_check verify got wrong bytes), so no cache. */
-	opal_output_verbose(10, mca_coll_knemrs_component.output,
-		"coll:knemrs: %s: no region cache on Open MPI 5 and later: their memory "
-		"hooks did not report every release in our checks", comm->c_name);
-	return;
-#endif
+	if (mca_coll_knemrs_component.region_cache < 0 && !knemrs_pins_unlimited(&limit_kib)) {
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: %s: no region cache: this rank's pins are limited "
+			"(RLIMIT_MEMLOCK %llu KiB); coll_knemrs_region_cache 1 keeps regions anyway",
+			comm->c_name, limit_kib);
+		return;
+	}
 	pthread_mutex_lock(&knemrs_hooks_lock);
 	if (knemrs_hooks == 0)
 		knemrs_hooks_init();

@@ -35,7 +35,7 @@ struct knemrs_component_state mca_coll_knemrs_component = {
 	.priority = 40,
 	.threshold = -1,
 	.transport = NULL,
-	.region_cache = 0,
+	.region_cache = -1,
 	.cache_entries = 64,
 	.cache_bytes = (size_t)256 << 20,
 };
@@ -64,10 +64,10 @@ static int knemrs_register(void)
 		MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9,
 		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.transport);
 	(void)mca_base_component_var_register(c, "region_cache",
-		"1: keep each rank's knem regions declared while its buffers repeat, where Open "
-		"MPI's memory hooks report freed memory (Open MPI 4.1 only: with 5.0 and 6.0 "
-		"the hooks missed releases in our checks); 0, the default: declare and destroy "
-		"them in every call",
+		"Keep each rank's knem regions declared while its buffers repeat, dropping those "
+		"Open MPI's memory hooks report freed (buffers in the malloc heap are never kept). "
+		"-1, the default: where this rank's pins are not limited (RLIMIT_MEMLOCK unlimited, "
+		"or CAP_IPC_LOCK); 1: always; 0: never, declare and destroy them in every call",
 		MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
 		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.region_cache);
 	(void)mca_base_component_var_register(c, "region_cache_entries",

@@ -73,6 +73,38 @@ fn release(i: u64) -> Option<(usize, usize)> {
     (before == i + 1 && after == before).then_some(range)
 }
 
+/// The brk heap of this process: from the kernel's start of the break
+/// (`start_brk` in /proc/self/stat) to the break now.  The heap only grows
+/// into unmapped space, so a range kept while it lies outside the heap can
+/// join the heap only after an unmapping, which the hooks do report.
+struct BrkHeap {
+    start: usize,
+}
+
+impl BrkHeap {
+    fn new() -> BrkHeap {
+        // Without /proc, everything below the break counts as heap: the
+        // safe side (static buffers are then not kept either).
+        BrkHeap {
+            start: start_brk().unwrap_or(0),
+        }
+    }
+
+    fn overlaps(&self, addr: usize, len: usize) -> bool {
+        // SAFETY: sbrk(0) only reads the current break.
+        let end = unsafe { libc::sbrk(0) } as usize;
+        addr < end && self.start < addr.saturating_add(len)
+    }
+}
+
+/// Field 47 of /proc/self/stat (Linux 3.5 on): where the heap begins.
+fn start_brk() -> Option<usize> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's closing parenthesis start at 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(47 - 3)?.parse().ok()
+}
+
 /// What a cache did since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -85,7 +117,8 @@ pub struct CacheStats {
     /// Regions dropped to stay within the bounds (or to retry a
     /// declaration refused for memory).
     pub evicted: u64,
-    /// Regions kept now.
+    /// Regions kept now.  Buffers in the brk heap are never kept: their
+    /// lookups count as misses and leave nothing here.
     pub entries: u64,
     /// Bytes they cover.
     pub bytes: u64,
@@ -146,6 +179,7 @@ pub(crate) struct RegionCache {
     seen: u64,
     clock: u64,
     stats: CacheStats,
+    heap: BrkHeap,
 }
 
 impl RegionCache {
@@ -164,6 +198,7 @@ impl RegionCache {
             seen: NEXT.load(Ordering::Acquire),
             clock: 0,
             stats: CacheStats::default(),
+            heap: BrkHeap::new(),
         }
     }
 
@@ -291,7 +326,7 @@ impl RegionCache {
             }
             Err(e) => return Err(e.into()),
         };
-        if len > self.max_bytes || !self.make_room(len) {
+        if len > self.max_bytes || self.heap.overlaps(addr, len) || !self.make_room(len) {
             return Ok(Exposed::owned(exp));
         }
         let exp = Rc::new(exp);
@@ -335,11 +370,50 @@ mod tests {
         knem_transport::open(Kind::Cma).expect("CMA transport")
     }
 
+    /// A buffer of its own pages, outside the brk heap wherever the test
+    /// runs (a small Vec on the main thread would be in it).
+    struct Mapped {
+        ptr: std::ptr::NonNull<u8>,
+        len: usize,
+    }
+
+    impl Mapped {
+        fn new(len: usize) -> Mapped {
+            use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
+            // SAFETY: a new private anonymous mapping aliases nothing.
+            let p = unsafe {
+                mmap_anonymous(
+                    None,
+                    std::num::NonZeroUsize::new(len).expect("a length"),
+                    ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                    MapFlags::MAP_PRIVATE,
+                )
+            }
+            .expect("mmap");
+            Mapped { ptr: p.cast(), len }
+        }
+
+        fn as_ptr(&self) -> *const u8 {
+            self.ptr.as_ptr()
+        }
+
+        fn len(&self) -> usize {
+            self.len
+        }
+    }
+
+    impl Drop for Mapped {
+        fn drop(&mut self) {
+            // SAFETY: our own mapping, unmapped once.
+            let _ = unsafe { nix::sys::mman::munmap(self.ptr.cast(), self.len) };
+        }
+    }
+
     #[test]
     fn repeats_hit_and_bounds_hold() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let t = cma();
-        let bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4096]).collect();
+        let bufs: Vec<Mapped> = (0..4).map(|_| Mapped::new(4096)).collect();
         let mut c = RegionCache::new(2, 1 << 20);
         for _ in 0..3 {
             for b in &bufs[..2] {
@@ -376,8 +450,8 @@ mod tests {
     fn releases_drop_what_they_overlap() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let t = cma();
-        let a = vec![0u8; 8192];
-        let b = vec![0u8; 8192];
+        let a = Mapped::new(8192);
+        let b = Mapped::new(8192);
         let mut c = RegionCache::new(8, 1 << 20);
         for _ in 0..2 {
             for v in [&a, &b] {
@@ -404,6 +478,51 @@ mod tests {
         unsafe { c.expose(t.as_ref(), b.as_ptr(), b.len(), false) }.unwrap();
         let s = c.stats();
         assert_eq!((s.misses, s.invalidated, s.entries), (4, 3, 1));
+    }
+
+    #[test]
+    fn heap_buffers_are_used_but_never_kept() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let t = cma();
+        // Two pages of the brk heap of our own, never given back (the
+        // allocator copes with a break moved by someone else).
+        // SAFETY: grows the break; nothing else owns the new pages.
+        let heap = unsafe { libc::sbrk(8192) };
+        assert_ne!(heap as isize, -1, "sbrk");
+        let heap = heap.cast::<u8>().cast_const();
+        let out = Mapped::new(4096);
+        let mut c = RegionCache::new(8, 1 << 20);
+        for _ in 0..3 {
+            for (p, len) in [
+                (heap, 8192),
+                (heap.wrapping_add(100), 50),
+                (out.as_ptr(), 4096),
+            ] {
+                // SAFETY: both buffers outlive the cache's use of them here.
+                let x = unsafe { c.expose(t.as_ref(), p, len, false) }.unwrap();
+                assert_eq!(x.descriptor().len, len as u64);
+            }
+        }
+        // Only the mapped buffer is kept: its repeats hit; every use of
+        // the heap declares again.
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.entries, s.bytes), (2, 7, 1, 4096));
+    }
+
+    #[test]
+    fn start_brk_is_where_the_heap_begins() {
+        let start = start_brk().expect("start_brk in /proc/self/stat");
+        // SAFETY: sbrk(0) only reads the current break.
+        let end = unsafe { libc::sbrk(0) } as usize;
+        assert!(
+            start > 0 && start <= end,
+            "start_brk {start:#x}, break {end:#x}"
+        );
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        if let Some(line) = maps.lines().find(|l| l.ends_with("[heap]")) {
+            let lo = usize::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
+            assert_eq!(lo, start, "{line}");
+        }
     }
 
     #[test]
