@@ -127,10 +127,15 @@ else
 fi
 
 # Open MPI 6.0's coll/xhc over our smsc/knem: its bcast reads the root's
-# buffer through smsc (one copy per receiving rank), so knem's counters
-# must grow.  coll/knemrs is loaded only for coll_check's MPI_T variable
-# (priority 0: never selected); MPI_Bcast is the only large call.
-# coll_run is knemrs.sh's, sourced above.
+# buffer through smsc (one copy per receiving rank), and when xhc sets up
+# a communicator each of the 2 ranks reads 5 of its peer's 4136-byte
+# control records through smsc too: 10 x 4136 bytes per communicator
+# (strace of this job over smsc cma on the host shows those 40 reads
+# beside the payload's; 6.0.0~rc2).  coll_check bcast uses 4
+# communicators (MPI_COMM_WORLD and 3 duplicates).  coll/knemrs is loaded
+# only for coll_check's MPI_T variable (priority 0: never selected);
+# MPI_Bcast is the only large call.  coll_run is knemrs.sh's, sourced
+# above.
 xhc_bcast() {
 	b0=$(knem_bytes) f0=$(counter copies_failed)
 	coll_run "$label-xhc-bcast-2" mpirun --map-by :OVERSUBSCRIBE --bind-to none -np 2 \
@@ -143,8 +148,9 @@ xhc_bcast() {
 	single=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
 	db=$(($(knem_bytes) - b0))
 	df=$(($(counter copies_failed) - f0))
-	line="knem bytes +$db (one copy per receiving rank from 4 KiB: $single), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages), xhc selected on $selected"
-	if [ "$selected" -ge 2 ] && [ "$db" -gt 0 ] && [ "$df" -eq 0 ] &&
+	setup=$((4 * 10 * 4136))
+	line="knem bytes +$db (one copy per receiving rank from 4 KiB: $single, xhc's setup: $setup), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages), xhc selected on $selected"
+	if [ "$selected" -ge 2 ] && [ -n "$single" ] && [ "$db" -eq $((single + setup)) ] && [ "$df" -eq 0 ] &&
 		[ "$(counter regions)" -eq 0 ] && [ "$(counter pinned_pages)" -eq 0 ]; then
 		echo "interop: $name: $line"
 		passed=$((passed + 1))

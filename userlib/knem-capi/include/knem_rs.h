@@ -162,10 +162,12 @@ void knem_rs_team_close(knem_rs_team *team);
  * A region keeps the pages it pinned when it was declared.  Enabling the
  * cache is a promise: from then on, every range of this process about to
  * be unmapped, remapped or lose its pages (munmap, mmap MAP_FIXED,
- * mremap, madvise DONTNEED, brk shrinking) is reported with
- * knem_rs_note_release before it happens, as Open MPI's memory release
- * hooks do.  Without that promise a buffer freed and reallocated at the
- * same address would be served by the stale region: do not enable it. */
+ * mremap, madvise DONTNEED) is reported with knem_rs_note_release before
+ * it happens, as Open MPI's memory release hooks do.  Without that
+ * promise a buffer freed and reallocated at the same address would be
+ * served by the stale region: do not enable it.  Buffers in the brk heap
+ * are never kept (their trims often go unreported: Open MPI 5's and 6's
+ * hooks miss them), so the promise does not cover brk. */
 int knem_rs_team_cache_regions(knem_rs_team *team, size_t max_entries,
 			       size_t max_bytes);
 /* Report that addr..addr+len is about to lose its pages.  Lock-free and

@@ -249,6 +249,8 @@ impl Team {
     /// unmapped, remapped or lose its pages must be reported with
     /// [`crate::note_release`] before it happens (a region keeps the pages
     /// it pinned); Open MPI's memory release hooks are such a reporter.
+    /// The brk heap is the exception: its buffers are never kept, since
+    /// its trims often go unreported.
     pub unsafe fn cache_regions(&mut self, max_entries: usize, max_bytes: usize) -> Result<()> {
         if max_entries == 0 || max_bytes == 0 {
             self.cache = None;
