@@ -179,10 +179,11 @@ interop-smsc: module capi-bin
 # OSU-style table (docs/PERFORMANCE.md); not in make test.
 SMSC_BENCH_ITERS ?= 5
 SMSC_BENCH_MAX ?= 1048576
+SMSC_BENCH_ROUNDS ?= 3
 interop-smsc-bench: module capi-bin
 	tests/interop/smsc.sh --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
 		--release sid $(foreach k,$(SMSC_KERNELS),--kernel $(k)) \
-		--bench $(SMSC_BENCH_ITERS) $(SMSC_BENCH_MAX)
+		--bench $(SMSC_BENCH_ITERS) $(SMSC_BENCH_MAX) --rounds $(SMSC_BENCH_ROUNDS)
 
 # Two guests (1 vCPU each) on a QEMU socket link and nothing else, mpirun
 # starting ranks on both through tests/vm/two-node/rsh.py: Debian's Open

@@ -17,7 +17,7 @@
 # where Open MPI has coll/xhc (6.0), coll_check's bcast through xhc over
 # our smsc/knem.
 #
-#   guest-smsc.sh LABEL DIR bench
+#   guest-smsc.sh LABEL DIR bench [ITERS [MAXSIZE [ROUNDS]]]
 #                              instead: the timing table of
 #                              tests/interop/smsc-bench.sh (make
 #                              interop-smsc-bench)

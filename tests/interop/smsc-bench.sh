@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# Sourced by tests/interop/guest-smsc.sh LABEL DIR bench [ITERS [MAXSIZE]]
-# (make interop-smsc-bench, on 6.0): coll_check's timing mode ("time")
-# on 4 ranks, in one boot, under
+# Sourced by tests/interop/guest-smsc.sh LABEL DIR bench [ITERS [MAXSIZE
+# [ROUNDS]]] (make interop-smsc-bench, on 6.0): coll_check's timing mode
+# ("time") on 4 ranks, in one boot, under
 #   knemrs      coll/knemrs (btl/sm with smsc cma for point to point)
 #   tuned-cma   Open MPI's own choice, tuned over btl/sm, smsc cma
 #   tuned-knem  the same over our smsc/knem
 #   xhc-knem    coll/xhc over smsc/knem (xhc takes bcast; the other
 #               operations go to what it sits on, tuned here)
-# then one OSU-style table joining the four (size, avg/min/max us).
+# ROUNDS times over (default 3), the four runs interleaved in each round,
+# so that a change of the host's load moves one round, not one column;
+# then one OSU-style table joining the four: per operation and size the
+# median over the rounds of the average over the ranks, and the smallest
+# and largest rank time of any round.
 # coll/knemrs is loaded in every run for coll_check's MPI_T variable
 # (priority 0: never selected outside its own run).
 #
@@ -20,17 +24,18 @@
 
 bench_iters=${4:-5}
 bench_max=${5:-1048576}
+bench_rounds=${6:-3}
 knemrs=$dir/knemrs
 coll_check=$dir/coll_check
 
 # bench_run NAME EXPECTED SELECTED MCA-OPTIONS...: coll_check time on 4
-# ranks; EXPECTED "all" (what coll_check computed), 0 or "some" (> 0);
+# ranks into /tmp/bench-NAME-$round.log; EXPECTED "all" (what coll_check computed), 0 or "some" (> 0);
 # SELECTED the component coll_base_verbose must show selected on every
 # rank.
 bench_run() {
 	local name=$1 want=$2 comp=$3 rc t0 db df sel line
 	shift 3
-	log=/tmp/bench-$name.log
+	log=/tmp/bench-$name-$round.log
 	b0=$(knem_bytes) f0=$(counter copies_failed)
 	t0=$(date +%s)
 	mpirun --map-by :OVERSUBSCRIBE --bind-to none -np 4 \
@@ -41,7 +46,7 @@ bench_run() {
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
 		grep -av 'mca: base\|coll:' "$log" | sed 's/^/    /' | tail -n 30
-		fail "bench-$name" "mpirun exited with status $rc"
+		fail "bench-$name-$round" "mpirun exited with status $rc"
 		return
 	fi
 	grep -a '^coll_check:\|^  \|^# ' "$log" | sed 's/^/    /'
@@ -54,24 +59,40 @@ bench_run() {
 		[ "$(counter pinned_pages)" -eq 0 ] &&
 		{ { [ "$want" = some ] && [ "$db" -gt 0 ]; } ||
 			{ [ "$want" != some ] && [ -n "$want" ] && [ "$db" -eq "$want" ]; }; }; then
-		echo "interop: bench-$name: $line"
+		echo "interop: bench-$name-$round: $line"
 		passed=$((passed + 1))
 	else
-		fail "bench-$name" "$line"
+		fail "bench-$name-$round" "$line"
 	fi
 }
 
-bench_run knemrs all knemrs --mca smsc cma
-bench_run tuned-cma 0 tuned --mca smsc cma --mca coll_knemrs_priority 0
-bench_run tuned-knem some tuned --mca smsc knem --mca coll_knemrs_priority 0
-bench_run xhc-knem some xhc --mca smsc knem --mca coll_knemrs_priority 0 --mca coll_xhc_priority 100
+round=1
+while [ "$round" -le "$bench_rounds" ]; do
+	bench_run knemrs all knemrs --mca smsc cma
+	bench_run tuned-cma 0 tuned --mca smsc cma --mca coll_knemrs_priority 0
+	bench_run tuned-knem some tuned --mca smsc knem --mca coll_knemrs_priority 0
+	bench_run xhc-knem some xhc --mca smsc knem --mca coll_knemrs_priority 0 --mca coll_xhc_priority 100
+	round=$((round + 1))
+done
 
-# The four tables, one row per operation and size.
-echo "interop: $label: coll_check time, 4 ranks on 2 vCPUs (TCG), $bench_iters iterations; us, avg min max over ranks"
+# The four tables, one row per operation and size: median of the rounds'
+# averages, smallest min, largest max.
+echo "interop: $label: coll_check time, 4 ranks on 2 vCPUs (TCG), $bench_iters iterations, $bench_rounds rounds; us, median avg, min, max over ranks"
 echo "| op | size | knemrs avg | min | max | tuned-cma avg | min | max | tuned-knem avg | min | max | xhc-knem avg | min | max |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for r in knemrs tuned-cma tuned-knem xhc-knem; do
-	grep -a '^  [a-z]' "/tmp/bench-$r.log" | awk -v r="$r" '{ print $1, $2, r, $3, $4, $5 }'
+	for f in /tmp/bench-"$r"-*.log; do
+		grep -a '^  [a-z]' "$f" | awk -v r="$r" '{ print $1, $2, r, $3, $4, $5 }'
+	done | awk '
+		{ k = $1 " " $2 " " $3; if (!(k in n)) { order[m++] = k; lo[k] = $5; hi[k] = $6 }
+		  avg[k, n[k]++] = $4; if ($5 < lo[k]) lo[k] = $5; if ($6 > hi[k]) hi[k] = $6 }
+		END { for (i = 0; i < m; i++) { k = order[i]; c = n[k]
+			# sort the averages of the row (a few: insertion sort)
+			for (a = 1; a < c; a++) for (b = a; b > 0 && avg[k, b - 1] > avg[k, b]; b--) {
+				t = avg[k, b]; avg[k, b] = avg[k, b - 1]; avg[k, b - 1] = t }
+			med = c % 2 ? avg[k, (c - 1) / 2] : (avg[k, c / 2 - 1] + avg[k, c / 2]) / 2
+			print k, med, lo[k], hi[k] } }'
 done | awk '
-	{ k = $1 " " $2; if (!(k in row)) order[n++] = k; row[k] = row[k] " | " $4 " | " $5 " | " $6 }
+	{ k = $1 " " $2; if (!(k in row)) order[n++] = k
+	  row[k] = row[k] sprintf(" | %.0f | %.0f | %.0f", $4, $5, $6) }
 	END { for (i = 0; i < n; i++) { split(order[i], f, " "); print "| " f[1] " | " f[2] row[order[i]] " |" } }'

@@ -15,12 +15,13 @@
 # one release runs in one boot.
 #
 #   tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]...
-#                         [--bench ITERS MAXSIZE]
+#                         [--bench ITERS MAXSIZE [--rounds N]]
 #
 # --bench (make interop-smsc-bench; needs --capi-lib): instead of the
 # checks, coll_check's timing mode under coll/knemrs, tuned over smsc cma
-# and knem, and coll/xhc over smsc/knem, in one boot
-# (tests/interop/smsc-bench.sh); default release sid.
+# and knem, and coll/xhc over smsc/knem, in one boot, N rounds (default
+# 3) of the four runs interleaved (tests/interop/smsc-bench.sh); default
+# release sid.
 #
 # Default: trixie and sid on kernel 6.1.  Work files go to build/smsc/;
 # each phase's time is printed.
@@ -35,19 +36,22 @@ releases=()
 capi_lib=
 bench=()
 bench_tag=
+rounds=3
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernels+=("$2"); shift 2 ;;
 	--release) releases+=("$2"); shift 2 ;;
 	--capi-lib) capi_lib=$2; shift 2 ;;
 	--bench) bench=(bench "$2" "$3") bench_tag=-bench; shift 3 ;;
-	*) echo "usage: tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]... [--bench ITERS MAXSIZE]" >&2; exit 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	*) echo "usage: tests/interop/smsc.sh [--capi-lib LIB] [--release RELEASE]... [--kernel VERSION]... [--bench ITERS MAXSIZE [--rounds N]]" >&2; exit 2 ;;
 	esac
 done
 [ ${#kernels[@]} -gt 0 ] || kernels=(6.1)
 if [ ${#bench[@]} -gt 0 ]; then
 	[ -n "$capi_lib" ] || { echo "interop-smsc: --bench needs --capi-lib" >&2; exit 2; }
 	[ ${#releases[@]} -gt 0 ] || releases=(sid)
+	bench+=("$rounds")
 fi
 [ ${#releases[@]} -gt 0 ] || releases=(trixie sid)
 

@@ -82,9 +82,29 @@ static void knemrs_hooks_init(void)
 	knemrs_hooks = 1;
 }
 
+/* knem exempts CAP_IPC_LOCK only in the initial user namespace, whose
+ * uid_map is the whole identity map; a container's root has the
+ * capability in its own namespace only. */
+static int knemrs_initial_userns(void)
+{
+	unsigned long long inside, outside, count;
+	FILE *f = fopen("/proc/self/uid_map", "r");
+	int n, lines = 0, whole = 0;
+
+	if (f == NULL)
+		return 0;
+	while ((n = fscanf(f, "%llu %llu %llu", &inside, &outside, &count)) == 3) {
+		lines++;
+		whole = inside == 0 && outside == 0 && count == 4294967295ULL;
+	}
+	fclose(f);
+	return lines == 1 && whole;
+}
+
 /* Whether knem lets this rank pin without limit: RLIMIT_MEMLOCK
- * unlimited, CAP_IPC_LOCK, or the module told not to count (its
- * account_pinned parameter 0).  Otherwise *limit_kib is the limit. */
+ * unlimited, CAP_IPC_LOCK (in the initial user namespace), or the module
+ * told not to count (account_pinned=N).  Otherwise *limit_kib is the
+ * limit. */
 static int knemrs_pins_unlimited(unsigned long long *limit_kib)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
@@ -96,7 +116,8 @@ static int knemrs_pins_unlimited(unsigned long long *limit_kib)
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
 		return 1;
 	if (syscall(SYS_capget, &hdr, caps) == 0 &&
-	    (caps[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)))
+	    (caps[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) &&
+	    knemrs_initial_userns())
 		return 1;
 	f = fopen("/sys/module/knem/parameters/account_pinned", "r");
 	if (f != NULL) {
