@@ -26,13 +26,11 @@ knemrs_path=${knemrs_path:-$pkglibdir:$knemrs}
 knemrs_transport=${knemrs_transport:---mca pml ob1 --mca btl self,vader}
 knemrs_label=${knemrs_label:-}
 knemrs_suite=${knemrs_suite:-all}
-# knemrs_wrap: a command mpirun runs under (knemrs_userns_check's).
-knemrs_wrap=
 mpirun_knemrs() {
 	np=$1
 	shift
 	# shellcheck disable=SC2086 # the option lists split into words
-	$knemrs_wrap mpirun $knemrs_launch -np "$np" \
+	mpirun $knemrs_launch -np "$np" \
 		--mca mca_base_component_path "$knemrs_path" \
 		$knemrs_transport \
 		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$@"
@@ -246,29 +244,6 @@ knemrs_unaccounted_check() {
 	verify "$name" "$want" "$b0" "$f0"
 }
 
-knemrs_in_userns() {
-	(ulimit -l 8192 && knemrs_wrap="unshare --user --map-root-user" && mpirun_knemrs "$@")
-}
-
-knemrs_userns_check() {
-	local name np=2 b0 f0 limited want
-	# Root in a user namespace of its own has CAP_IPC_LOCK there only, and
-	# knem counts its pins (it exempts the capability in the initial
-	# namespace): under a memlock limit the cache's default is off.
-	name=${knemrs_label}knemrs-userns-$np
-	b0=$(knem_bytes) f0=$(counter copies_failed)
-	coll_run "$name" knemrs_in_userns "$np" "$coll_check" verify 65536 || return
-	limited=$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: no region cache: this rank.s pins are limited (RLIMIT_MEMLOCK 8192 KiB)' "$log")
-	if [ "$limited" -ne "$np" ]; then
-		fail "$name" "region cache off for the pin limit on $limited of $np ranks in a user namespace"
-		return
-	fi
-	echo "interop: $name: region cache off for the pin limit on $limited of $np ranks in a user namespace"
-	want=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
-	verify "$name" "$want" "$b0" "$f0"
-}
-
 knemrs_cache_checks
 knemrs_unaccounted_check
-knemrs_userns_check
 echo "interop: coll/knemrs checks took $(($(date +%s) - knemrs_t0)) s"
