@@ -89,11 +89,11 @@ static int knemrs_initial_userns(void)
 {
 	unsigned long long inside, outside, count;
 	FILE *f = fopen("/proc/self/uid_map", "r");
-	int n, lines = 0, whole = 0;
+	int lines = 0, whole = 0;
 
 	if (f == NULL)
 		return 0;
-	while ((n = fscanf(f, "%llu %llu %llu", &inside, &outside, &count)) == 3) {
+	while (fscanf(f, "%llu %llu %llu", &inside, &outside, &count) == 3) {
 		lines++;
 		whole = inside == 0 && outside == 0 && count == 4294967295ULL;
 	}

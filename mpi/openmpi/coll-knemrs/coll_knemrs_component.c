@@ -67,7 +67,8 @@ static int knemrs_register(void)
 		"Keep each rank's knem regions declared while its buffers repeat, dropping those "
 		"Open MPI's memory hooks report freed (buffers in the malloc heap are never kept). "
 		"-1, the default: where this rank's pins are not limited (RLIMIT_MEMLOCK unlimited, "
-		"or CAP_IPC_LOCK); 1: always; 0: never, declare and destroy them in every call",
+		"CAP_IPC_LOCK in the initial user namespace, or knem's account_pinned=N); 1: always; "
+		"0: never, declare and destroy them in every call",
 		MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
 		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.region_cache);
 	(void)mca_base_component_var_register(c, "region_cache_entries",
