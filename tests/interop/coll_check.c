@@ -386,12 +386,13 @@ static long long heap_reuse(size_t n, size_t room, int *salt)
 	for (int op = 0; op < NOPS; op++)
 		for (int i = 0; i < 2; i++) {
 			uintptr_t at_s = (uintptr_t)s, at_r = (uintptr_t)r;
-			uintptr_t brk0 = (uintptr_t)sbrk(0);
+			uintptr_t brk0 = (uintptr_t)sbrk(0), brk1;
 
 			knem += run_in(op, n, i % np, 0, (*salt)++, s, r);
 			free(r);
 			free(s);
-			if ((uintptr_t)sbrk(0) > at_s + 4096 || (uintptr_t)sbrk(0) >= brk0)
+			brk1 = (uintptr_t)sbrk(0);
+			if (brk1 > at_s + 4096 || brk1 >= brk0)
 				die("freeing the heap buffers did not trim the heap");
 			s = malloc(room);
 			r = malloc(room);

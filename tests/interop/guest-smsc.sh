@@ -145,7 +145,7 @@ xhc_bcast() {
 		--mca coll_xhc_priority 100 --mca coll_base_verbose 10 \
 		"$coll_check" bcast || return
 	selected=$(grep -ac 'coll:base:comm_select: selecting *xhc, priority *100, Enabled' "$log")
-	single=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+	single=$(coll_expected)
 	db=$(($(knem_bytes) - b0))
 	df=$(($(counter copies_failed) - f0))
 	setup=$((4 * 10 * 4136))

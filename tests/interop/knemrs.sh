@@ -65,6 +65,11 @@ coll_run() {
 	fi
 }
 
+# coll_expected: the knem bytes coll_check computed for the job in $log.
+coll_expected() {
+	sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log"
+}
+
 coll_job() {
 	name=$knemrs_label$1 want=$2 np=$3
 	shift 3
@@ -87,7 +92,7 @@ coll_job() {
 	fi
 	case $want in
 	all)
-		want=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+		want=$(coll_expected)
 		if [ "$teams" -ne "$np" ] || [ -z "$want" ] || [ "$want" -eq 0 ]; then
 			fail "$name" "no team over knem on every rank, or nothing expected"
 			return
@@ -180,7 +185,7 @@ knemrs_cache_checks() {
 		return
 	fi
 	echo "interop: $name: $line"
-	want=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+	want=$(coll_expected)
 	verify "$name" "$want" "$b0" "$f0"
 
 	knemrs_memlock_check
@@ -240,7 +245,7 @@ knemrs_unaccounted_check() {
 		return
 	fi
 	echo "interop: $name: region cache on $cached of $np ranks under memlock 64 KiB"
-	want=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+	want=$(coll_expected)
 	verify "$name" "$want" "$b0" "$f0"
 }
 

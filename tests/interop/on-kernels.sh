@@ -12,9 +12,10 @@
 # 2 GiB guests: coll_check verify's 16 MiB blocks on 4 ranks take
 # 4 x 128 MiB of buffers.
 run_on_kernels() {
-	local name=$1 tag=$2 k log r s status=0 summary=() vm_args=(--host-root --mem 2048)
+	local name=$1 tag=$2 k log r s status=0 summary=() vm_args=(--host-root)
 	shift 2
-	[ -z "${vm_root_dir:-}" ] || vm_args=(--root-dir "$vm_root_dir" --mem 2048)
+	[ -z "${vm_root_dir:-}" ] || vm_args=(--root-dir "$vm_root_dir")
+	vm_args+=(--mem 2048)
 	[ -z "${vm_add:-}" ] || vm_args+=(--add "$vm_add")
 	for k in "${kernels[@]}"; do
 		echo "=== $name on kernel $k ==="

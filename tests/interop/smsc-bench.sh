@@ -29,9 +29,9 @@ knemrs=$dir/knemrs
 coll_check=$dir/coll_check
 
 # bench_run NAME EXPECTED SELECTED MCA-OPTIONS...: coll_check time on 4
-# ranks into /tmp/bench-NAME-$round.log; EXPECTED "all" (what coll_check computed), 0 or "some" (> 0);
-# SELECTED the component coll_base_verbose must show selected on every
-# rank.
+# ranks into /tmp/bench-NAME-$round.log; EXPECTED "all" (what coll_check
+# computed), 0 or "some" (> 0); SELECTED the component coll_base_verbose
+# must show selected on every rank.
 bench_run() {
 	local name=$1 want=$2 comp=$3 rc t0 db df sel line
 	shift 3

@@ -23,6 +23,7 @@ use crate::error::Result;
 use knem_transport::{Descriptor, Exposure, Kind, Transport};
 use std::rc::Rc;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// Releases the log remembers; a cache more than this many behind forgets
 /// all its regions.
@@ -83,10 +84,12 @@ struct BrkHeap {
 
 impl BrkHeap {
     fn new() -> BrkHeap {
+        // Fixed for the life of the process: read once, not per cache.
         // Without /proc, everything below the break counts as heap: the
         // safe side (static buffers are then not kept either).
+        static START: OnceLock<usize> = OnceLock::new();
         BrkHeap {
-            start: start_brk().unwrap_or(0),
+            start: *START.get_or_init(|| start_brk().unwrap_or(0)),
         }
     }
 
