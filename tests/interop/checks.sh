@@ -16,6 +16,11 @@ knem_bytes() {
 		$(counter bytes_region_copy) + $(counter bytes_async)))
 }
 
+# coll_expected: the knem bytes coll_check computed for the job in $log.
+coll_expected() {
+	sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log"
+}
+
 fail() {
 	echo "interop: $1: FAIL: $2"
 	failed=$((failed + 1))

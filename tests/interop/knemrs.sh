@@ -65,11 +65,6 @@ coll_run() {
 	fi
 }
 
-# coll_expected: the knem bytes coll_check computed for the job in $log.
-coll_expected() {
-	sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log"
-}
-
 coll_job() {
 	name=$knemrs_label$1 want=$2 np=$3
 	shift 3

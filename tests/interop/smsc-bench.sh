@@ -53,7 +53,7 @@ bench_run() {
 	sel=$(grep -ac "coll:base:comm_select: selecting *$comp, priority *[0-9]*, Enabled" "$log")
 	db=$(($(knem_bytes) - b0))
 	df=$(($(counter copies_failed) - f0))
-	[ "$want" != all ] || want=$(sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log")
+	[ "$want" != all ] || want=$(coll_expected)
 	line="knem bytes +$db (expected $want), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages), $comp selected on $sel, $(($(date +%s) - t0)) s"
 	if [ "$sel" -ge 4 ] && [ "$df" -eq 0 ] && [ "$(counter regions)" -eq 0 ] &&
 		[ "$(counter pinned_pages)" -eq 0 ] &&
