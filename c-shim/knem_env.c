@@ -4,6 +4,7 @@
  * memory for its objects, user copies of ioctl arguments, randomness,
  * RCU and the region table's writer lock.
  */
+#include <linux/delay.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/mm.h>
@@ -11,6 +12,7 @@
 #include <linux/mutex.h>
 #include <linux/random.h>
 #include <linux/rcupdate.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -162,7 +164,34 @@ static const struct kernel_param_ops knem_table_hold_work_ops = {
 };
 module_param_cb(fault_table_hold_work, &knem_table_hold_work_ops, NULL, 0644);
 MODULE_PARM_DESC(fault_table_hold_work, "test builds: most slots looked at plus count entries moved in one hold of the region table mutex (write to reset)");
+
+/*
+ * Test builds: the process fault_table_lock_delay_pid (its thread group
+ * id) sleeps fault_table_lock_delay_ms before each time it takes the
+ * table mutex, so that a test can run another process's path (a file
+ * release) between what a core function does before the lock and what
+ * it does under it.
+ */
+static int fault_table_lock_delay_pid;
+module_param(fault_table_lock_delay_pid, int, 0644);
+MODULE_PARM_DESC(fault_table_lock_delay_pid, "test builds: the process that sleeps before taking the region table mutex (0: none)");
+static uint fault_table_lock_delay_ms;
+module_param(fault_table_lock_delay_ms, uint, 0644);
+MODULE_PARM_DESC(fault_table_lock_delay_ms, "test builds: how long fault_table_lock_delay_pid sleeps before taking the region table mutex (ms)");
+
+static void knem_table_lock_test_delay(void)
+{
+	int pid = READ_ONCE(fault_table_lock_delay_pid);
+	uint ms = READ_ONCE(fault_table_lock_delay_ms);
+
+	if (pid && ms && task_tgid_nr(current) == pid)
+		msleep(ms);
+}
 #else
+static inline void knem_table_lock_test_delay(void)
+{
+}
+
 static inline void knem_table_hold_begin(void)
 {
 }
@@ -175,6 +204,7 @@ static inline void knem_table_hold_end(void)
 void knem_shim_table_lock(void)
 {
 	knem_might_sleep();
+	knem_table_lock_test_delay();
 	mutex_lock(&knem_table_mutex);
 	knem_table_hold_begin();
 }

@@ -57,7 +57,9 @@ fn checked_layout(layout: Layout) -> KResult<Layout> {
 /// the current thread from now fails), and a count of allocations.
 #[cfg(test)]
 pub mod fault {
-    use std::cell::Cell;
+    use core::alloc::Layout;
+    use std::cell::{Cell, RefCell};
+    use std::vec::Vec;
 
     std::thread_local! {
         static COUNTDOWN: Cell<Option<usize>> = const { Cell::new(None) };
@@ -85,6 +87,58 @@ pub mod fault {
         COUNTDOWN.with(|c| c.set(n));
     }
 
+    std::thread_local! {
+        /// Blocks freed while the quarantine is on.
+        static QUARANTINE: RefCell<Option<Vec<(usize, Layout)>>> = const { RefCell::new(None) };
+    }
+
+    /// What a quarantined block is filled with when it is freed (SLUB's
+    /// POISON_FREE).
+    pub const POISON: u8 = 0x6b;
+
+    /// From now on, `KBox`es freed on this thread are filled with
+    /// [`POISON`] and kept instead of being given back, so that a write
+    /// through a dangling pointer lands in a block [`quarantine_end`]
+    /// checks, and a read finds poison, never another object's bytes.
+    pub fn quarantine_begin() {
+        QUARANTINE.with(|q| *q.borrow_mut() = Some(Vec::new()));
+    }
+
+    /// Ends the quarantine of [`quarantine_begin`] and gives its blocks
+    /// back: returns how many blocks were freed meanwhile and how many of
+    /// them were written to after their free (their poison changed).
+    pub fn quarantine_end() -> (usize, usize) {
+        let blocks = QUARANTINE
+            .with(|q| q.borrow_mut().take())
+            .unwrap_or_default();
+        let mut written = 0;
+        for &(addr, layout) in &blocks {
+            // SAFETY: the quarantine kept the block allocated; it is
+            // `layout.size()` bytes long.
+            let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, layout.size()) };
+            written += bytes.iter().any(|&b| b != POISON) as usize;
+            // SAFETY: allocated by the global allocator with `layout`, and
+            // kept (not freed) by the quarantine until now.
+            unsafe { alloc::alloc::dealloc(addr as *mut u8, layout) };
+        }
+        (blocks.len(), written)
+    }
+
+    /// Whether the quarantine keeps the block `p` being freed (it is then
+    /// poisoned, and [`quarantine_end`] frees it).
+    pub(super) fn quarantine(p: *mut u8, layout: Layout) -> bool {
+        QUARANTINE.with(|q| match q.borrow_mut().as_mut() {
+            Some(blocks) => {
+                // SAFETY: `p` is a block of `layout.size()` bytes that its
+                // owner is freeing and no longer uses.
+                unsafe { p.write_bytes(POISON, layout.size()) };
+                blocks.push((p as usize, layout));
+                true
+            }
+            None => false,
+        })
+    }
+
     pub(super) fn inject() -> bool {
         ATTEMPTS.with(|c| c.set(c.get() + 1));
         COUNTDOWN.with(|c| match c.get() {
@@ -108,6 +162,10 @@ mod fault {
     }
 
     pub(super) const fn record(_size: usize) {}
+
+    pub(super) const fn quarantine(_p: *mut u8, _layout: core::alloc::Layout) -> bool {
+        false
+    }
 }
 
 /// An owned heap object, allocated fallibly.
@@ -185,7 +243,9 @@ impl<T> Drop for KBox<T> {
         // this layout; it is dropped and freed exactly once.
         unsafe {
             core::ptr::drop_in_place(self.0.as_ptr());
-            dealloc(self.0.as_ptr().cast(), Layout::new::<T>());
+            if !fault::quarantine(self.0.as_ptr().cast(), Layout::new::<T>()) {
+                dealloc(self.0.as_ptr().cast(), Layout::new::<T>());
+            }
         }
     }
 }

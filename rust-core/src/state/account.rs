@@ -112,11 +112,16 @@ impl RegionCount {
 /// by another context may do).
 ///
 /// # Invariants
-/// Both pointers are null, or point into a live context.  A region is in
-/// the table only while the context that created it lives: the context's
-/// release takes every one of its regions out before the context is
-/// freed.  Only the table dereferences them, for regions it holds, under
-/// its lock.
+/// Both pointers are null, or point into the context that created the
+/// region, which may be freed once the region has left the table.  A slot
+/// that holds the region and is LIVE while the table lock is held implies
+/// that context lives: the context's release takes, under the lock, every
+/// one of its LIVE slots out before the context is freed, and every
+/// change of a slot's state (a single-use consumer's too) is made under
+/// the lock, so no slot leaves LIVE behind the release's back.  Only the
+/// table dereferences them, for a region in a slot it has just seen LIVE,
+/// before that hold of the lock ends.  A region outside the table (in a
+/// copy's hands) must never follow them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccountRef {
     account: *const Account,
@@ -146,8 +151,9 @@ impl AccountRef {
     /// The account.
     ///
     /// # Safety
-    /// The region holding this must be in the table (so its context lives,
-    /// see the invariant), and the table lock held.
+    /// The table lock must be held, and the region holding this must sit in
+    /// a slot that was LIVE within this hold of the lock (so its context
+    /// lives, see the invariant).
     pub unsafe fn get(&self) -> Option<&Account> {
         // SAFETY: null or a live context's account (caller's contract).
         unsafe { self.account.as_ref() }

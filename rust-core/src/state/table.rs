@@ -10,7 +10,11 @@
 //!
 //! Readers run under RCU: load the state, take a reference if the count is
 //! not zero, re-load the state.  Writers (insert, destroy, release, the
-//! removal of a consumed single-use region) hold the table lock.
+//! removal of a consumed single-use region) hold the table lock, and a
+//! slot's state changes only under it: a slot that is LIVE when a holder
+//! looks stays LIVE until that holder lets go.  CONSUMED exists only
+//! inside one hold (`consume_pair`'s claim, undone or freed before the
+//! lock is released).
 //!
 //! The live regions of each user and of each context are counted (under
 //! the table lock): a user may hold at most `Env::regions_per_user` at
@@ -271,8 +275,8 @@ impl Table {
         Ok(used as u32)
     }
 
-    /// Returns a slot whose region was live to the free list and uncounts
-    /// the region; table lock held.
+    /// Returns a slot whose region was LIVE within this hold of the table
+    /// lock to the free list, and uncounts the region.
     fn free_slot(&self, idx: u32, slot: &Slot) {
         // SAFETY: the slot still holds the table's reference, which the
         // caller puts only after this.
@@ -309,10 +313,11 @@ impl Table {
     }
 
     /// Undoes [`Table::count_new`]; table lock held, the region (or the
-    /// one being inserted) still in the table.
+    /// one being inserted by its live context) in a slot seen LIVE in
+    /// this hold.
     fn uncount(live: &mut Live, account: AccountRef) {
-        // SAFETY: the region is in the table, so its context lives, and
-        // the lock is held (AccountRef's invariant).
+        // SAFETY: the slot was LIVE within this hold of the lock (caller's
+        // contract), so the context lives (AccountRef's invariant).
         if let Some(a) = unsafe { account.get() } {
             a.uncharge(&mut live.users);
         }
@@ -396,23 +401,26 @@ impl Table {
     /// Consumes a single-use region found by [`Table::lookup`]: the caller
     /// that wins the state transition removes it from the table; any other
     /// gets EINVAL.  A region that is not single-use is left alone.
+    ///
+    /// The transition is made under the table lock, like every other
+    /// change of a slot's state: a LIVE slot then always holds a region
+    /// whose context lives (the owner's release, which takes the lock,
+    /// removes them all before the context is freed), so the uncount
+    /// below never follows a pointer into a freed context.  A consumer
+    /// that marks the slot first and locks afterwards lets the release
+    /// skip the slot and free the context in between.
     pub fn consume<E: Env>(&self, env: &E, stats: &Stats, found: &Found<'_, E>) -> KResult<()> {
         if found.region.attrs().flags & KNEM_FLAG_SINGLEUSE == 0 {
             return Ok(());
         }
-        let consumed = with_st(found.state, ST_CONSUMED);
-        if found
-            .slot
-            .state
-            .compare_exchange(found.state, consumed, AcqRel, Relaxed)
-            .is_err()
-        {
-            return Err(EINVAL);
-        }
         let table_ref = {
             let _g = self.hold(env);
+            found
+                .slot
+                .state
+                .compare_exchange(found.state, with_st(found.state, ST_FREE), AcqRel, Relaxed)
+                .map_err(|_| EINVAL)?;
             let p = found.slot.region.load(Relaxed);
-            found.slot.state.store(with_st(consumed, ST_FREE), Release);
             self.free_slot(found.idx, found.slot);
             p
         };
@@ -499,7 +507,8 @@ impl Table {
             if unsafe { p.as_ref() }.attrs().owner_ctx != ctx {
                 return Err(EINVAL);
             }
-            // A single-use consumer may win the race; it then removes it.
+            // Every change of a slot's state is made under the lock we
+            // hold, so the LIVE state read above cannot have changed.
             slot.state
                 .compare_exchange(state, with_st(state, ST_FREE), Release, Relaxed)
                 .map_err(|_| EINVAL)?;
@@ -555,7 +564,7 @@ impl Table {
                         .compare_exchange(state, with_st(state, ST_FREE), Release, Relaxed)
                         .is_err()
                     {
-                        continue; // consumed meanwhile: the consumer removes it
+                        continue; // cannot happen: states change under our lock
                     }
                     self.free_slot(idx, slot);
                     if let Some(b) = batch.get_mut(n) {

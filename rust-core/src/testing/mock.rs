@@ -139,7 +139,14 @@ pub struct MockEnv {
     /// Acquisitions of the table mutex, of any context mutex, and
     /// questions to the DMA engine (`dma_usable`), for structural tests.
     pub probes: Probes,
+    /// Run once by the next `table_lock` call, on the caller's thread,
+    /// before it takes the mutex: the interleaving hook of
+    /// [`MockEnv::at_next_table_lock`].
+    table_hook: Mutex<Option<TableHook>>,
 }
+
+/// What [`MockEnv::at_next_table_lock`] runs.
+pub type TableHook = Box<dyn FnOnce() + Send>;
 
 /// What the copy path must not do, counted.
 #[derive(Default)]
@@ -187,7 +194,16 @@ impl MockEnv {
             spawn_fails: AtomicBool::new(false),
             stop_after: Mutex::new(None),
             probes: Probes::default(),
+            table_hook: Mutex::new(None),
         }
+    }
+
+    /// Runs `f` in the next caller of the table lock, just before that
+    /// caller takes it: a test puts another path (a release, a destroy)
+    /// exactly between what a core function does before its lock and what
+    /// it does under it.  The hook may take the lock itself.
+    pub fn at_next_table_lock(&self, f: impl FnOnce() + Send + 'static) {
+        *self.table_hook.lock().unwrap() = Some(Box::new(f));
     }
 
     /// Maps `len` bytes (at least one page), zeroed, with an unmapped guard
@@ -457,6 +473,10 @@ impl Env for MockEnv {
     }
 
     fn table_lock(&self) {
+        let hook = self.table_hook.lock().unwrap().take();
+        if let Some(f) = hook {
+            f();
+        }
         self.probes.table_locks.fetch_add(1, SeqCst);
         let mut locked = self.table.lock().unwrap();
         while *locked {

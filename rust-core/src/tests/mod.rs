@@ -1,6 +1,7 @@
 //! End-to-end tests: ioctls through the device on the mock kernel, each
 //! file one area, all on the wrappers of [`helpers`].
 
+mod consume_race;
 mod copy_path;
 mod dma;
 mod harden;
