@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# tests/fails-before/run.sh [--kernel VERSION | --release NAME] [ITEM...] -
+# tests/fails-before/run.sh [--kernel VERSION | --release NAME | --debug-kernel] [ITEM...] -
 # issue 21: the suite test of each ITEM must fail on the old logic and pass
 # on today's.  Both modules are fault-injection builds (KNEM_FAULT_INJECT=1:
 # the tests lower bounds, add delays and read records through test-only
@@ -12,7 +12,7 @@
 # ITEM to see its test fail on a module that differs from today's in that
 # item alone.  Not part of make test: a one-off proof.
 #
-# Items (default: 2 3 4 5 6 7):
+# Items (default: 2 3 4 5 6 7 8):
 #   2  account_bounds_across_userns_uids: a context is counted under its
 #      own (namespace, uid) key only, not the chain up to the initial
 #      namespace, so each uid of an account's namespace has a bound of its
@@ -32,6 +32,11 @@
 #   7  no_long_scans_under_table_mutex: a context's release scans every
 #      slot up to its last region in one hold of the table mutex
 #      (SCAN_PER_HOLD = usize::MAX); rebuilds the Rust core from the copy.
+#   8  single_use_consumed_while_owner_closes (issue 33): a single-use
+#      region is marked consumed before the table lock is taken, so the
+#      owner's release skips it and frees the context the consumer then
+#      writes to; rebuilds the Rust core from the copy.  With
+#      --debug-kernel, KASAN reports the use-after-free.
 # Item 7's other half, the per-context counts, is shown on the host by
 # counts-host.sh here.  Item 1 (dma_finish_async_abandoned_batch) has its
 # own script, which needs the debug kernel's KASAN:
@@ -41,7 +46,9 @@
 # 6.1); the modules are built here.  --release NAME: a kernel of the
 # kernel matrix (tests/kernels/matrix.sh list, e.g. bullseye, experimental;
 # chroots in KNEM_KERNELS_DIR), booted from its image; the modules are
-# built in its release's chroot (matrix.sh module).  Exits 0 when every
+# built in its release's chroot (matrix.sh module).  --debug-kernel: the
+# debug lab kernel (tests/debug-kernel/build.sh: KASAN, lockdep), with
+# the modules built against its tree.  Exits 0 when every
 # test failed on the old module and passed on today's.  Needs make
 # tests-bin and the Rust core object (make core-object).  Logs and builds:
 # build/fails-before/KVER/.
@@ -51,12 +58,14 @@ top=$(cd "$here/../.." && pwd)
 prog=fails-before
 kernel=6.1
 release=
+debug=
 case ${1:-} in
 --kernel) kernel=$2; shift 2 ;;
 --release) release=$2; shift 2 ;;
+--debug-kernel) debug=1; shift ;;
 esac
 items=("$@")
-[ ${#items[@]} -gt 0 ] || items=(2 3 4 5 6 7)
+[ ${#items[@]} -gt 0 ] || items=(2 3 4 5 6 7 8)
 
 # recipe_N DIR: puts item N's old logic into the copy at DIR; test_N: its
 # suite test; core_N=1 when the recipe changes the Rust core.
@@ -117,10 +126,31 @@ recipe_7() {
 test_7=no_long_scans_under_table_mutex
 core_7=1
 
+# Issue 33, item 1: Table::consume marks the slot CONSUMED before it takes
+# the table lock, as before commit "core: a single-use region is consumed
+# under the table lock"; rebuilds the Rust core from the copy.  On the
+# debug kernel (--debug-kernel) KASAN reports the write into the owner's
+# freed context.
+recipe_8() {
+	local f=$1/rust-core/src/state/table.rs
+	perl -0pi -e 's/(        let table_ref = \{\n            let _g = self\.hold\(env\);\n)            found\n                \.slot\n                \.state\n                \.compare_exchange\(found\.state, with_st\(found\.state, ST_FREE\), AcqRel, Relaxed\)\n                \.map_err\(\|_\| EINVAL\)\?;\n/        found\n            .slot\n            .state\n            .compare_exchange(found.state, with_st(found.state, ST_CONSUMED), AcqRel, Relaxed)\n            .map_err(|_| EINVAL)?;\n$1            found.slot.state.store(with_st(found.state, ST_FREE), Release);\n/' "$f"
+	grep -q 'found.slot.state.store(with_st(found.state, ST_FREE), Release);' "$f"
+}
+test_8=single_use_consumed_while_owner_closes
+core_8=1
+
 # vm: how tests/vm/run boots the kernel; build_module SRC CORE KO: a
 # fault-injection knem.ko from the tree at SRC with the Rust core object
 # CORE, for that kernel.
-if [ -n "$release" ]; then
+if [ -n "$debug" ]; then
+	"$top/tests/debug-kernel/build.sh" || exit 2
+	kver=$("$top/tests/debug-kernel/build.sh" --print) || exit 2
+	dcache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel}
+	vm=(--kernel-image "$dcache/bzImage")
+	build_module() {
+		KDIR=$dcache/obj KNEM_FAULT_INJECT=1 KNEM_CORE_OBJ=$2 "$1/c-shim/build-module.sh" "$kver" "$(dirname "$3")"
+	}
+elif [ -n "$release" ]; then
 	matrix=$top/tests/kernels/matrix.sh
 	read -r _ kver image _ < <(KNEM_KERNELS=$release "$matrix" list | awk -v n="$release" '$1 == n')
 	[ -n "${kver:-}" ] || { echo "$prog: no kernel $release in the matrix (tests/kernels/matrix.sh list)" >&2; exit 2; }

@@ -31,4 +31,5 @@ dma_ko=$("$top/tests/dma-provider/build.sh" "$kver")
 exec "$top/tests/vm/run" --kernel "$kernel" --module "$out/knem.ko" --timeout 600 \
 	--add "$dma_ko" --add "$suite" -- sh -c 'insmod /opt/knem_dma_test.ko &&
 	KNEM_SUITE_DMA_FINISH_DELAY_MS=8000 /opt/knem-tests --no-skip \
-		dma_finish_async_abandoned_batch pin_count_refused_before_overflow no_long_scans_under_table_mutex'
+		dma_finish_async_abandoned_batch pin_count_refused_before_overflow no_long_scans_under_table_mutex \
+		single_use_consumed_while_owner_closes'

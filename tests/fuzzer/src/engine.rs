@@ -292,7 +292,7 @@ impl Engine {
     }
 
     fn one_step(&mut self, deadline: Instant) {
-        const W: [u32; 26] = [
+        const W: [u32; 27] = [
             14, // 0 create
             3,  // 1 init_send
             8,  // 2 destroy
@@ -319,6 +319,7 @@ impl Engine {
             1,  // 23 fork
             1,  // 24 kill a child
             0,  // 25 DMA copy past a full piece array (--dma)
+            2,  // 26 single-use handoff, owner closes at once
         ];
         let mut w = W;
         if self.dma {
@@ -368,6 +369,7 @@ impl Engine {
             }
             23 => self.op_fork(deadline),
             24 => self.op_kill_child(),
+            26 => self.op_handoff(),
             _ => self.op_big_dma(),
         }
     }
@@ -443,6 +445,47 @@ impl Engine {
             // SAFETY: getpid cannot fail.
             opener: unsafe { libc::getpid() },
         });
+    }
+
+    /// The owner's side of issue 33's use-after-free: a fresh fd declares a
+    /// single-use region, hands the cookie to the other processes (which
+    /// often pick handed-off cookies, see `pick_cookie`) and closes at
+    /// once, so that its release races with their consuming copies.
+    fn op_handoff(&mut self) {
+        let Some((addr, avail)) = self.buf_addr(false) else {
+            return;
+        };
+        let len = avail.min(4 * PAGE as u64);
+        self.what = format!("single-use handoff of {addr:#x}+{len}, then close");
+        self.trace();
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::open(c"/dev/knem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd < 0 {
+            let e = errno();
+            if !matches!(e, libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EINTR) {
+                self.fail(&format!("open /dev/knem: {}", errno_name(e)));
+            }
+            return;
+        }
+        let iov = abi::knem_cmd_param_iovec { base: addr, len };
+        let mut a = abi::knem_cmd_create_region {
+            iovec_array: &iov as *const _ as u64,
+            iovec_nr: 1,
+            flags: F_SINGLEUSE | if self.rng.chance(50) { F_ANYUSER } else { 0 },
+            protection: (libc::PROT_READ | libc::PROT_WRITE) as u32,
+            pad: 0,
+            cookie: 0,
+        };
+        let e = self.raw(fd, cmd::CREATE_REGION, &mut a as *mut _ as u64);
+        self.shared.count(Op::CreateRegion, e);
+        if e == 0 {
+            self.shared.hand_off(a.cookie);
+            self.shared.event(Ev::Handoff);
+        } else if !Op::CreateRegion.allows(e) {
+            self.fail(&format!("CREATE_REGION (handoff): {}", errno_name(e)));
+        }
+        // SAFETY: our fd.
+        unsafe { libc::close(fd) };
     }
 
     fn op_close(&mut self) {
@@ -709,6 +752,12 @@ impl Engine {
             .iter()
             .flat_map(|c| c.cookies.iter().copied())
             .collect();
+        if self.sane && self.rng.chance(15) {
+            let c = self.shared.handed_off(self.rng.next());
+            if c != 0 {
+                return c;
+            }
+        }
         if self.sane && !all.is_empty() {
             return if !own.is_empty() && self.rng.chance(60) {
                 self.rng.pick(&own)
@@ -717,7 +766,7 @@ impl Engine {
             };
         }
         loop {
-            match self.rng.weighted(&[35, 15, 8, 4, 20, 8, 10]) {
+            match self.rng.weighted(&[35, 15, 8, 4, 20, 8, 10, 12]) {
                 0 if !own.is_empty() => return self.rng.pick(&own),
                 1 if !all.is_empty() => return self.rng.pick(&all),
                 2 if !self.dead.is_empty() => return self.rng.pick(&self.dead),
@@ -731,6 +780,12 @@ impl Engine {
                 5 => {
                     let r = self.rng.next();
                     return self.rng.pick(&[0, u64::MAX, 1, r, 1 << 32, 0xffff_ffff]);
+                }
+                7 => {
+                    let c = self.shared.handed_off(self.rng.next());
+                    if c != 0 {
+                        return c;
+                    }
                 }
                 6 if !all.is_empty() => {
                     let c = self.rng.pick(&all);

@@ -149,10 +149,11 @@ pub enum Ev {
     KillInIoctl,
     WorkerRespawn,
     AbandonedSeen,
+    Handoff,
 }
 
 /// Number of [`Ev`]s.
-pub const NEV: usize = 20;
+pub const NEV: usize = 21;
 
 /// Event names, in [`Ev`] order.
 pub const EV_NAMES: [&str; NEV] = [
@@ -176,6 +177,7 @@ pub const EV_NAMES: [&str; NEV] = [
     "SIGKILL a process inside an ioctl",
     "worker SIGKILLed, respawned",
     "conductor saw abandoned DMA batches",
+    "single-use region handed off, its fd closed at once",
 ];
 
 /// Pids the conductor (--dma) SIGKILLed, most recent last (a ring).
@@ -183,6 +185,10 @@ pub const KILLED: usize = 256;
 
 /// Cookies published by every process.
 pub const POOL: usize = 1024;
+
+/// The most recent single-use cookies whose owner closed its fd right
+/// after publishing them (a ring).
+pub const HANDOFF: usize = 16;
 
 /// The shared block.
 #[repr(C)]
@@ -201,6 +207,10 @@ pub struct Shared {
     pub killed: [AtomicI32; KILLED],
     /// Next entry of `killed`.
     pub killed_next: AtomicU64,
+    /// Handed-off single-use cookies (0 = empty slot), see [`HANDOFF`].
+    pub handoff: [AtomicU64; HANDOFF],
+    /// Next entry of `handoff`.
+    pub handoff_next: AtomicU64,
 }
 
 impl Shared {
@@ -248,6 +258,17 @@ impl Shared {
     /// Publish a cookie at a random slot.
     pub fn publish(&self, slot: u64, cookie: u64) {
         self.pool[slot as usize % POOL].store(cookie, Ordering::Relaxed);
+    }
+
+    /// Hand off a single-use cookie whose owner is about to close it.
+    pub fn hand_off(&self, cookie: u64) {
+        let i = self.handoff_next.fetch_add(1, Ordering::Relaxed) as usize % HANDOFF;
+        self.handoff[i].store(cookie, Ordering::Release);
+    }
+
+    /// A handed-off cookie (maybe 0, maybe consumed or gone).
+    pub fn handed_off(&self, slot: u64) -> u64 {
+        self.handoff[slot as usize % HANDOFF].load(Ordering::Acquire)
     }
 
     /// A published cookie (maybe 0, maybe long dead).

@@ -17,6 +17,7 @@ mod stats;
 mod t_async;
 mod t_basic;
 mod t_bounds;
+mod t_consume;
 mod t_copy;
 mod t_dma;
 mod t_dmafinish;
@@ -165,6 +166,8 @@ const TESTS: &[Test] = &[
     ("per_open_memory_charged_to_memcg",        t_security::per_open_memory_charged_to_memcg),
     ("pin_count_refused_before_overflow",       t_pincount::pin_count_refused_before_overflow),
     ("no_long_scans_under_table_mutex",         t_tablelock::no_long_scans_under_table_mutex),
+    // Issue 33: security IV.
+    ("single_use_consumed_while_owner_closes",  t_consume::single_use_consumed_while_owner_closes),
 ];
 
 /// Longest message passed back from a test process.
