@@ -7,6 +7,7 @@ use crate::shared::{Ev, Op, Shared};
 use knem_abi::{self as abi, cmd};
 use std::ffi::c_void;
 use std::mem::size_of;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const MAX_FDS: usize = 6;
@@ -118,6 +119,9 @@ pub struct Engine {
     dead: Vec<u64>,
     /// Cookies of contexts this process closed (maybe alive in a fork).
     stale: Vec<u64>,
+    /// Fds of handed-off single-use regions, each closed when its count
+    /// of steps runs out (`op_handoff`).
+    handoff_fds: Vec<(i32, u32)>,
     children: Vec<i32>,
     nchild: u64,
     scratch: Vec<u8>,
@@ -215,6 +219,7 @@ impl Engine {
             next_ctx: 1,
             maps: Vec::new(),
             dead: Vec::new(),
+            handoff_fds: Vec::new(),
             stale: Vec::new(),
             children: Vec::new(),
             nchild: 0,
@@ -281,6 +286,10 @@ impl Engine {
             unsafe { libc::kill(*c, libc::SIGKILL) };
         }
         self.reap(true);
+        for (fd, _) in self.handoff_fds.drain(..) {
+            // SAFETY: our fd.
+            unsafe { libc::close(fd) };
+        }
         while let Some(f) = self.fds.pop() {
             // SAFETY: our fd.
             unsafe { libc::close(f.fd) };
@@ -319,12 +328,13 @@ impl Engine {
             1,  // 23 fork
             1,  // 24 kill a child
             0,  // 25 DMA copy past a full piece array (--dma)
-            2,  // 26 single-use handoff, owner closes at once
+            3,  // 26 single-use handoff, owner closes within 12 steps
         ];
         let mut w = W;
         if self.dma {
             w[25] = 2;
         }
+        self.close_handoffs();
         let a = self.rng.weighted(&w);
         self.sane = self.rng.chance(35);
         if a <= 17 && self.fds.is_empty() {
@@ -447,10 +457,23 @@ impl Engine {
         });
     }
 
+    /// Closes the handed-off fds whose steps ran out.
+    fn close_handoffs(&mut self) {
+        for h in self.handoff_fds.iter_mut() {
+            h.1 = h.1.saturating_sub(1);
+        }
+        while let Some(i) = self.handoff_fds.iter().position(|h| h.1 == 0) {
+            let (fd, _) = self.handoff_fds.swap_remove(i);
+            // SAFETY: our fd.
+            unsafe { libc::close(fd) };
+        }
+    }
+
     /// The owner's side of issue 33's use-after-free: a fresh fd declares a
     /// single-use region, hands the cookie to the other processes (which
-    /// often pick handed-off cookies, see `pick_cookie`) and closes at
-    /// once, so that its release races with their consuming copies.
+    /// often pick handed-off cookies, see `pick_cookie`) and closes within
+    /// 0 to 12 steps, so that its release races with their consuming
+    /// copies.
     fn op_handoff(&mut self) {
         let Some((addr, avail)) = self.buf_addr(false) else {
             return;
@@ -481,6 +504,11 @@ impl Engine {
         if e == 0 {
             self.shared.hand_off(a.cookie);
             self.shared.event(Ev::Handoff);
+            let steps = self.rng.below(13) as u32;
+            if steps > 0 && self.handoff_fds.len() < 8 {
+                self.handoff_fds.push((fd, steps));
+                return;
+            }
         } else if !Op::CreateRegion.allows(e) {
             self.fail(&format!("CREATE_REGION (handoff): {}", errno_name(e)));
         }
@@ -752,7 +780,7 @@ impl Engine {
             .iter()
             .flat_map(|c| c.cookies.iter().copied())
             .collect();
-        if self.sane && self.rng.chance(15) {
+        if self.sane && self.rng.chance(30) {
             let c = self.shared.handed_off(self.rng.next());
             if c != 0 {
                 return c;
@@ -1186,6 +1214,19 @@ impl Engine {
             }
             if self.dead.contains(c) {
                 self.fail(&format!("copy succeeded with destroyed cookie {c:#x}"));
+            }
+        }
+        // A handed-off cookie is single-use: the copy that succeeded with
+        // it consumed it, so no later copy may.
+        for &c in cookies {
+            if self
+                .shared
+                .handoff
+                .iter()
+                .any(|h| h.load(Ordering::Acquire) == c)
+            {
+                self.shared.event(Ev::HandoffConsumed);
+                self.dead.push(c);
             }
         }
         if !ok {

@@ -150,10 +150,11 @@ pub enum Ev {
     WorkerRespawn,
     AbandonedSeen,
     Handoff,
+    HandoffConsumed,
 }
 
 /// Number of [`Ev`]s.
-pub const NEV: usize = 21;
+pub const NEV: usize = 22;
 
 /// Event names, in [`Ev`] order.
 pub const EV_NAMES: [&str; NEV] = [
@@ -177,7 +178,8 @@ pub const EV_NAMES: [&str; NEV] = [
     "SIGKILL a process inside an ioctl",
     "worker SIGKILLed, respawned",
     "conductor saw abandoned DMA batches",
-    "single-use region handed off, its fd closed at once",
+    "single-use region handed off, its fd closed within 12 steps",
+    "handed-off single-use region consumed by a copy",
 ];
 
 /// Pids the conductor (--dma) SIGKILLed, most recent last (a ring).
