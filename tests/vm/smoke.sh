@@ -70,5 +70,35 @@ done
 check "sysfs counters are read-only (0444)" counters_read_only
 check "rmmod is refused while /dev/knem is open" unload_refused_while_open
 
+# device_access=group (what /usr/lib/knem-rs/load-knem passes when
+# /etc/knem-rs/device.conf says group): the node and the counters are
+# created 0660 and 0440, before any udev rule (there is none here: this is
+# the module's own mode in devtmpfs), owned by root:root until udev gives
+# them the group knem; back to 0666 and 0444 without it.  An unknown value
+# is refused.
+ko=/lib/knem/knem.ko
+modes_are() {
+	got="$(stat -c '%a %U:%G' /dev/knem) $(cat /sys/module/knem/parameters/device_access)"
+	for c in $counters; do
+		[ "$(stat -c %a "/sys/class/misc/knem/$c")" = "$2" ] || got="$got, $c $(stat -c %a "/sys/class/misc/knem/$c")"
+	done
+	echo "     | /dev/knem, device_access: $got"
+	[ "$got" = "$1" ]
+}
+reload() { rmmod knem && insmod $ko "$@"; }
+group_mode_at_creation() { reload device_access=group && modes_are "660 root:root group" 440; }
+all_mode_at_creation() { reload && modes_are "666 root:root all" 444; }
+unknown_access_refused() {
+	rmmod knem || return 1
+	if insmod $ko device_access=everyone 2>/dev/null; then
+		echo "     | insmod device_access=everyone loaded"
+		return 1
+	fi
+	insmod $ko
+}
+check "insmod device_access=group: /dev/knem 0660 root:root, counters 0440 at creation" group_mode_at_creation
+check "insmod without it: /dev/knem 0666, counters 0444 again" all_mode_at_creation
+check "insmod device_access=everyone is refused" unknown_access_refused
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
