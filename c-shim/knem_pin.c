@@ -412,7 +412,10 @@ static long knem_pin_chunk(u64 start, long nr, int write, struct page **pages,
 		pinned = -ENOMEM;
 	}
 	knem_pins_unreserve(reserved);
-	/* GUP promises an errno, never 0, when nothing was pinned. */
+	/*
+	 * The contract promises an errno, never 0, when nothing was pinned
+	 * (0 here says the pool was empty, see above).
+	 */
 	return pinned ? pinned : -EFAULT;
 }
 
