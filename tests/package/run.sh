@@ -243,7 +243,7 @@ nothing_left() {
 		echo "dkms status still lists:"; dkms status -m "$name"; status=1
 	fi
 	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \
-		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf \
+		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf /usr/lib/modprobe.d/knem-rs.conf \
 		/etc/security/limits.d/knem-rs.conf /etc/knem-rs/device.conf /usr/lib/knem-rs \
 		/usr/include/knem_io.h /usr/include/knem_rs.h /usr/share/pkgconfig/knem-rs.pc \
 		$libdir/libknem_rs.* $libdir/pkgconfig/knem_rs.pc \
