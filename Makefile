@@ -390,6 +390,8 @@ LIBPKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DKMS_SRCDIR ?= $(PREFIX)/src/$(DIST_NAME)
 UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
+# knem-rs.conf: modprobe loads knem through load-knem (device_access=).
+MODPROBEDIR ?= $(PREFIX)/lib/modprobe.d
 SECLIMITSDIR ?= /etc/security/limits.d
 # /etc/knem-rs/device.conf: who may open /dev/knem (read by 60-knem.rules).
 KNEMCONFDIR ?= /etc/knem-rs
@@ -529,6 +531,8 @@ install-dkms:
 	install -D -m 0644 packaging/limits-knem-rs.conf $(DESTDIR)$(SECLIMITSDIR)/knem-rs.conf
 	install -D -m 0644 packaging/device.conf $(DESTDIR)$(KNEMCONFDIR)/device.conf
 	install -D -m 0755 packaging/counters-access $(DESTDIR)$(KNEMLIBEXECDIR)/counters-access
+	install -D -m 0644 packaging/modprobe-knem.conf $(DESTDIR)$(MODPROBEDIR)/knem-rs.conf
+	install -D -m 0755 packaging/load-knem $(DESTDIR)$(KNEMLIBEXECDIR)/load-knem
 
 # The Debian package's kernel hooks (see packaging/dkms-build.in).
 KERNELHOOKDIR ?= /etc/kernel

@@ -80,7 +80,8 @@ static inline struct address_space *knem_page_mapping(struct page *page)
  * memory carries the Kmemcg page type, kept in the word the mapcount uses,
  * so vm_insert_page() refuses it (EINVAL) and no process can map it.  The
  * pages the shim maps into a process (the status array) are then not
- * charged; since, they are.
+ * charged to the memcg but to RLIMIT_MEMLOCK (knem_status.c); since, they
+ * are charged to the memcg.
  */
 static inline gfp_t knem_gfp_user_mapped(void)
 {
@@ -88,6 +89,16 @@ static inline gfp_t knem_gfp_user_mapped(void)
 	return GFP_KERNEL;
 #else
 	return GFP_KERNEL_ACCOUNT;
+#endif
+}
+
+/* Where they are not charged, the status array charges RLIMIT_MEMLOCK. */
+static inline bool knem_status_charges_memlock(void)
+{
+#ifdef KNEM_KMEMCG_PAGE_TYPE
+	return true;
+#else
+	return false;
 #endif
 }
 

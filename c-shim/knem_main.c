@@ -23,6 +23,7 @@
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/pid.h>
 #include <linux/poll.h>
@@ -30,6 +31,8 @@
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
 #include <linux/uidgid.h>
 
 #include "knem_io.h"
@@ -182,6 +185,44 @@ static int knem_mmap(struct file *file, struct vm_area_struct *vma)
 	return err;
 }
 
+/*
+ * Who may open the device and read the counters, as
+ * /etc/knem-rs/device.conf's KNEM_RS_ACCESS says: "all" (0666 and 0444,
+ * KNEM's own modes) or "group" (0660 and 0440).  The udev rule
+ * 60-knem.rules gives the node and the counters the group knem when it
+ * runs; the packaged modprobe.d file passes the parameter from the same
+ * file at every load, so that in group mode they are created with the
+ * final modes (group root until udev runs: nobody but root can open them
+ * meanwhile), never open to everyone between insmod and udev.  Read at
+ * load only: the node and the files exist from then on.
+ */
+bool knem_device_group;
+
+static int knem_device_access_set(const char *val,
+				  const struct kernel_param *kp)
+{
+	if (sysfs_streq(val, "all"))
+		knem_device_group = false;
+	else if (sysfs_streq(val, "group"))
+		knem_device_group = true;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int knem_device_access_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%s\n", knem_device_group ? "group" : "all");
+}
+
+static const struct kernel_param_ops knem_device_access_ops = {
+	.set = knem_device_access_set,
+	.get = knem_device_access_get,
+};
+module_param_cb(device_access, &knem_device_access_ops, NULL, 0444);
+MODULE_PARM_DESC(device_access,
+		 "who may open /dev/knem and read the counters: all (0666, 0444, default) or group (0660, 0440), as /etc/knem-rs/device.conf's KNEM_RS_ACCESS");
+
 static const struct file_operations knem_fops = {
 	.owner = THIS_MODULE,   /* pins the module while a file is open */
 	.open = knem_open,
@@ -219,6 +260,7 @@ static int __init knem_init(void)
 	if (err)
 		goto exit_stats;
 
+	knem_misc.mode = knem_device_group ? 0660 : 0666;
 	err = misc_register(&knem_misc);
 	if (err)
 		goto exit_core;

@@ -16,6 +16,7 @@
 #include <linux/mmap_lock.h>
 #include <linux/moduleparam.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/wait.h>
 
 #include "knem_compat.h"
@@ -41,12 +42,24 @@
  * with ENOMEM.  That check runs after pinning, so it must be impossible
  * for pins not checked yet to take a page from 2^29 past 2^31: all
  * callers together may hold at most KNEM_PINS_UNCHECKED (2^20 pins, 2^30
- * references) between pinning and the check, reserved before pinning; a
- * caller finding none left waits for some.  That leaves 2^29 references
- * for the page's other users.
+ * references) between pinning and the check, reserved before pinning.
+ * That leaves 2^29 references for the page's other users.
+ *
+ * The pool is the node's, and a GUP can sleep for as long as userspace
+ * wants: a userfaultfd range whose handler never answers, a FUSE file whose
+ * daemon does not.  So a call reserves at most KNEM_PIN_CHUNK pins at a
+ * time, right before pinning a chunk, and gives them back once the chunk
+ * is checked: a stalled caller keeps one chunk of the pool, and it takes
+ * KNEM_PINS_UNCHECKED / KNEM_PIN_CHUNK (2048) of them stalled at once to
+ * empty it.  A caller finding the pool empty does not wait for it behind
+ * them: with pages pinned already it returns those (a short count, which
+ * the contract allows), otherwise it waits at most KNEM_PINS_WAIT for a
+ * chunk to come back and fails with ENOMEM after.
  */
 #define KNEM_PIN_REFS_MAX (1 << 29)
 #define KNEM_PINS_UNCHECKED (1L << 20)
+#define KNEM_PIN_CHUNK 512L
+#define KNEM_PINS_WAIT HZ
 
 static atomic_long_t knem_pins_unchecked = ATOMIC_LONG_INIT(0);
 static DECLARE_WAIT_QUEUE_HEAD(knem_pins_wq);
@@ -119,19 +132,30 @@ static inline void knem_pin_refs_seen(int refs)
 }
 #endif
 
-/* Up to nr of the unchecked pins, at least one; or -EINTR. */
-static long knem_pins_reserve(long nr)
+/*
+ * Up to nr (at most KNEM_PIN_CHUNK) of the unchecked pins, at least one;
+ * 0 when the pool is empty and wait is false; -ENOMEM when it stayed
+ * empty for KNEM_PINS_WAIT; -EINTR on a fatal signal.
+ */
+static long knem_pins_reserve(long nr, bool wait)
 {
 	long cur = atomic_long_read(&knem_pins_unchecked);
-	long take;
+	long take, left;
 
+	nr = min(nr, KNEM_PIN_CHUNK);
 	for (;;) {
 		take = min(nr, knem_pins_unchecked_max() - cur);
 		if (take <= 0) {
-			if (wait_event_killable(knem_pins_wq,
-						atomic_long_read(&knem_pins_unchecked) <
-						knem_pins_unchecked_max()))
+			if (!wait)
+				return 0;
+			left = wait_event_killable_timeout(knem_pins_wq,
+							   atomic_long_read(&knem_pins_unchecked) <
+							   knem_pins_unchecked_max(),
+							   KNEM_PINS_WAIT);
+			if (left < 0)
 				return -EINTR;
+			if (!left)
+				return -ENOMEM;
 			cur = atomic_long_read(&knem_pins_unchecked);
 			continue;
 		}
@@ -355,10 +379,54 @@ static long knem_pin_for_write(u64 start, u64 nr, unsigned int gup_flags,
 	return pinned;
 }
 
-long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
+/*
+ * Pin one chunk of up to nr pages from start, its pins reserved first
+ * (waiting for them only when wait is set); 0 when wait is not set and
+ * the pool is empty.  *asked is how many the chunk tried.
+ */
+static long knem_pin_chunk(u64 start, long nr, int write, struct page **pages,
+			   bool wait, long *asked)
 {
 	unsigned int gup_flags = FOLL_LONGTERM;
 	long reserved, pinned;
+
+	reserved = knem_pins_reserve(nr, wait);
+	if (reserved <= 0)
+		return reserved;
+	*asked = reserved;
+
+	if (write)
+		pinned = knem_pin_for_write(start, reserved,
+					    gup_flags | FOLL_WRITE, pages);
+	else if (knem_ro_pin_needs_cow_break())
+		pinned = knem_pin_read_cow_break(start, reserved, pages);
+	else
+		pinned = pin_user_pages_fast(start, reserved, gup_flags, pages);
+	if (pinned > 0)
+		knem_pin_test_delay();
+	if (pinned > 0 && knem_pins_overflow(pages, pinned)) {
+		unpin_user_pages(pages, pinned);
+		pr_info_ratelimited("knem: %s[%d]: a page is pinned too many times (over %u pins)\n",
+				    current->comm, task_tgid_vnr(current),
+				    knem_pin_refs_max() / GUP_PIN_COUNTING_BIAS);
+		pinned = -ENOMEM;
+	}
+	knem_pins_unreserve(reserved);
+	/*
+	 * The contract promises an errno, never 0, when nothing was pinned
+	 * (0 here says the pool was empty, see above).
+	 */
+	return pinned ? pinned : -EFAULT;
+}
+
+/*
+ * Chunk by chunk (see KNEM_PIN_CHUNK), up to the first short or failed
+ * chunk: what the chunks before pinned is a short count then.
+ */
+long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
+{
+	struct page **p = (struct page **)pages;
+	long done = 0, asked, got;
 
 	knem_might_sleep();
 	if (!nr)
@@ -367,33 +435,18 @@ long knem_shim_pin_pages(u64 start, u64 nr, int write, void **pages)
 		return -EINVAL;
 	if (nr > KNEM_PIN_BATCH)
 		nr = KNEM_PIN_BATCH;
-	reserved = knem_pins_reserve(nr);
-	if (reserved < 0)
-		return reserved;
-	nr = reserved;
 
-	if (write) {
-		pinned = knem_pin_for_write(start, nr, gup_flags | FOLL_WRITE,
-					    (struct page **)pages);
-	} else if (knem_ro_pin_needs_cow_break()) {
-		pinned = knem_pin_read_cow_break(start, nr,
-						 (struct page **)pages);
-	} else {
-		pinned = pin_user_pages_fast(start, nr, gup_flags,
-					     (struct page **)pages);
+	while (done < nr) {
+		asked = 0;
+		got = knem_pin_chunk(start + ((u64)done << PAGE_SHIFT),
+				     nr - done, write, p + done, !done, &asked);
+		if (got <= 0)
+			return done ? done : got;
+		done += got;
+		if (got < asked || fatal_signal_pending(current))
+			break;
 	}
-	if (pinned > 0)
-		knem_pin_test_delay();
-	if (pinned > 0 && knem_pins_overflow((struct page **)pages, pinned)) {
-		unpin_user_pages((struct page **)pages, pinned);
-		pr_info_ratelimited("knem: %s[%d]: a page is pinned too many times (over %u pins)\n",
-				    current->comm, task_tgid_vnr(current),
-				    knem_pin_refs_max() / GUP_PIN_COUNTING_BIAS);
-		pinned = -ENOMEM;
-	}
-	knem_pins_unreserve(reserved);
-	/* The contract promises an errno, never 0, when nothing was pinned. */
-	return pinned ? pinned : -EFAULT;
+	return done;
 }
 
 void knem_shim_unpin_pages(void **pages, u64 nr, int dirty)

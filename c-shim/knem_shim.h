@@ -70,6 +70,9 @@ struct knem_file {
 	atomic_t dma_pieces;               /* pieces those batches have mapped */
 };
 
+/* knem_main.c: device_access=group (0660 and 0440 instead of 0666, 0444). */
+extern bool knem_device_group;
+
 /* knem_owner.c: the per-user bounds' keys of the current task. */
 u32 knem_owner_account(u64 *keys);
 

@@ -102,8 +102,16 @@ static_assert(ARRAY_SIZE(knem_stat_list) == KNEM_CORE_NR_STATS);
 static_assert(KNEM_CORE_NR_STATS * sizeof(u64) ==
 	      sizeof(struct knem_core_stats));
 
+/* The counters' mode: 0444, or 0440 in group mode (knem_main.c). */
+static umode_t knem_stats_visible(struct kobject *kobj, struct attribute *attr,
+				  int n)
+{
+	return knem_device_group ? 0440 : 0444;
+}
+
 static const struct attribute_group knem_stats_group = {
 	.attrs = knem_stats_attrs,
+	.is_visible = knem_stats_visible,
 };
 
 const struct attribute_group *knem_stats_groups[] = {

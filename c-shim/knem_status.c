@@ -25,6 +25,7 @@
 struct knem_status_array {
 	refcount_t refs;        /* the context, plus one per mapping VMA */
 	void *slots;
+	void *owner;            /* its RLIMIT_MEMLOCK charge, or NULL */
 };
 
 void knem_status_put(struct knem_status_array *array)
@@ -32,6 +33,8 @@ void knem_status_put(struct knem_status_array *array)
 	if (!array || !refcount_dec_and_test(&array->refs))
 		return;
 	vfree(array->slots);
+	if (array->owner)
+		knem_shim_owner_put(array->owner);
 	kfree(array);
 }
 
@@ -93,9 +96,25 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 	if (len >> PAGE_SHIFT > totalram_pages())
 		return -ENOMEM;
 
-	array = kmalloc(sizeof(*array), GFP_KERNEL_ACCOUNT);
+	array = kzalloc(sizeof(*array), GFP_KERNEL_ACCOUNT);
 	if (!array)
 		return -ENOMEM;
+	/*
+	 * Where the memcg cannot take the pages (below), they are charged as
+	 * pinned pages are instead, to the caller's user against its
+	 * RLIMIT_MEMLOCK (knem_owner.c; CAP_IPC_LOCK and account_pinned=0
+	 * exempt it in the same way), and given back with the array: the
+	 * memory is the kernel's, mapped into the process and never swapped,
+	 * as io_uring's rings were charged before memcg could take them.  So
+	 * one user's arrays are bounded in all, not per fd only.
+	 */
+	if (knem_status_charges_memlock()) {
+		err = knem_shim_owner_new(len >> PAGE_SHIFT, &array->owner);
+		if (err) {
+			err = -ENOMEM;
+			goto free_array;
+		}
+	}
 	/*
 	 * The size is the caller's choice: charge it to the caller's memcg
 	 * (where the kernel can map charged pages, knem_compat.h), and fail
@@ -140,6 +159,8 @@ int knem_status_mmap(struct knem_core_ctx *ctx,
 free_slots:
 	vfree(array->slots);
 free_array:
+	if (array->owner)
+		knem_shim_owner_put(array->owner);
 	kfree(array);
 	return err;
 }

@@ -171,6 +171,7 @@ nothing_left() {
 	fi
 	for f in "$root"/usr/src/$name-* "$root/var/lib/dkms/$name" "$root"/lib/modules/*/updates/dkms/knem.ko* \
 		"$root/usr/lib/udev/rules.d/60-knem.rules" "$root/usr/lib/modules-load.d/knem.conf" \
+		"$root/usr/lib/modprobe.d/knem-rs.conf" \
 		"$root/etc/security/limits.d/knem-rs.conf" "$root/etc/knem-rs/device.conf" \
 		"$root/usr/lib/knem-rs" "$root"/usr/lib64/libknem_rs.* "$root/usr/lib64/pkgconfig/knem_rs.pc" \
 		"$root/usr/include/knem_io.h" "$root/usr/include/knem_rs.h" "$root/usr/share/pkgconfig/knem-rs.pc" \

@@ -243,7 +243,7 @@ nothing_left() {
 		echo "dkms status still lists:"; dkms status -m "$name"; status=1
 	fi
 	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \
-		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf \
+		/usr/lib/udev/rules.d/60-knem.rules /usr/lib/modules-load.d/knem.conf /usr/lib/modprobe.d/knem-rs.conf \
 		/etc/security/limits.d/knem-rs.conf /etc/knem-rs/device.conf /usr/lib/knem-rs \
 		/usr/include/knem_io.h /usr/include/knem_rs.h /usr/share/pkgconfig/knem-rs.pc \
 		$libdir/libknem_rs.* $libdir/pkgconfig/knem_rs.pc \
@@ -337,6 +337,7 @@ for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio cc 
 done
 check "versions agree (Cargo.toml, dkms.conf, debian/changelog, spec)" tests/package/check-versions.sh
 check "earlier installation purged" purge_ours
+check "load-knem passes device_access= from device.conf (tests/package/load-knem-test.sh)" tests/package/load-knem-test.sh
 
 # --------------------------------------------------------------------------
 say "1. build the .deb packages"
@@ -397,6 +398,9 @@ else
 	check_built_for_every_kernel "on this machine"
 	check "udev rule and modules-load.d entry installed" bash -c \
 		"grep -q 'IMPORT{file}=\"/etc/knem-rs/device.conf\"' /usr/lib/udev/rules.d/60-knem.rules && grep -qx knem /usr/lib/modules-load.d/knem.conf"
+	check "modprobe.d: knem loads through /usr/lib/knem-rs/load-knem" bash -c \
+		"grep -qx 'install knem /usr/lib/knem-rs/load-knem \$CMDLINE_OPTS' /usr/lib/modprobe.d/knem-rs.conf &&
+		 test -x /usr/lib/knem-rs/load-knem"
 	check "device access: /etc/knem-rs/device.conf says all (the default), the group knem exists, counters-access runs" \
 		bash -c "grep -qx KNEM_RS_ACCESS=all /etc/knem-rs/device.conf && getent group knem &&
 		 test -x /usr/lib/knem-rs/counters-access"

@@ -31,6 +31,7 @@ mod t_lifetime;
 mod t_notify;
 mod t_offload;
 mod t_pincount;
+mod t_pinpool;
 mod t_security;
 mod t_share;
 mod t_status;
@@ -150,6 +151,7 @@ const TESTS: &[Test] = &[
     ("regions_per_user_bounded",                t_bounds::regions_per_user_bounded),
     ("status_array_map_shared_only",            t_bounds::status_array_map_shared_only),
     ("status_array_in_memory_cgroup",           t_offload::status_array_in_memory_cgroup),
+    ("status_array_charged_to_memlock_without_memcg", t_status::status_array_charged_to_memlock_without_memcg),
     ("status_array_not_inherited_after_dofork", t_bounds::status_array_not_inherited_after_dofork),
     ("fatal_signal_stops_long_copy",            t_bounds::fatal_signal_stops_long_copy),
     ("fatal_signal_stops_long_async_copy",      t_bounds::fatal_signal_stops_long_async_copy),
@@ -165,6 +167,7 @@ const TESTS: &[Test] = &[
     ("empty_iovecs_hold_no_kernel_memory",      t_security::empty_iovecs_hold_no_kernel_memory),
     ("per_open_memory_charged_to_memcg",        t_security::per_open_memory_charged_to_memcg),
     ("pin_count_refused_before_overflow",       t_pincount::pin_count_refused_before_overflow),
+    ("pin_pool_not_held_by_stalled_gup",        t_pinpool::pin_pool_not_held_by_stalled_gup),
     ("no_long_scans_under_table_mutex",         t_tablelock::no_long_scans_under_table_mutex),
     // Issue 33: security IV.
     ("single_use_consumed_while_owner_closes",  t_consume::single_use_consumed_while_owner_closes),

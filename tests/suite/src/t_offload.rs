@@ -399,7 +399,7 @@ fn cpus_allowed(pid: u32) -> TestResult<String> {
 }
 
 /// The running kernel's (major, minor) version.
-fn kernel_version() -> TestResult<(u32, u32)> {
+pub(crate) fn kernel_version() -> TestResult<(u32, u32)> {
     let p = "/proc/sys/kernel/osrelease";
     let r = std::fs::read_to_string(p).ctx(p)?;
     let mut it = r.trim().split(|c: char| !c.is_ascii_digit());

@@ -171,3 +171,72 @@ pub fn second_mmap_fails() -> TestResult {
         .ctx("one-slot mmap on another fd")?;
     Ok(())
 }
+
+/// Whether this kernel's status arrays are charged to RLIMIT_MEMLOCK (and
+/// shown in VmPin) because the memcg cannot take them: before 5.11, where
+/// knem_compat.h's Kbuild probe finds the Kmemcg page type.
+pub(crate) fn status_array_charges_memlock() -> TestResult<bool> {
+    Ok(crate::t_offload::kernel_version()? < (5, 11))
+}
+
+/// Issue 33, M5: where the kernel cannot charge the status array to the
+/// memory cgroup (5.10: its pages would carry the Kmemcg type, which
+/// vm_insert_page() refuses), it is charged to the caller's
+/// RLIMIT_MEMLOCK, as pinned pages are, so one user's arrays are bounded
+/// in all and not per fd only; elsewhere the memcg takes it and memlock
+/// does not.  As uid nobody under a 256 KiB limit: a 1 MiB array is
+/// ENOMEM on 5.10 and maps elsewhere; 64 KiB arrays on five fds: four map
+/// and the fifth is ENOMEM on 5.10 (all five elsewhere); closing one fd
+/// gives its charge back, so a sixth maps.
+pub fn status_array_charged_to_memlock_without_memcg() -> TestResult {
+    const LIMIT_PAGES: u64 = 64;
+    const SMALL: usize = 16 * PAGE;
+    let charged = status_array_charges_memlock()?;
+    let account = std::fs::read_to_string("/sys/module/knem/parameters/account_pinned")
+        .ctx("account_pinned")?;
+    ensure!(
+        account.trim() == "Y",
+        "account_pinned is {account:?}: the module must enforce RLIMIT_MEMLOCK"
+    );
+    with_device_open_to_all(|| {
+        let peer = spawn_peer(move |_| {
+            crate::t_harden::set_memlock(LIMIT_PAGES)?;
+            become_nobody()?;
+            let big = Device::open().ctx("open")?;
+            let r = big.map_status_array(1 << 20);
+            if charged {
+                expect_errno(
+                    "a 1 MiB status array under a 256 KiB RLIMIT_MEMLOCK on 5.10",
+                    r,
+                    knem::Errno::ENOMEM,
+                )?;
+            } else {
+                r.ctx("a 1 MiB status array under a 256 KiB RLIMIT_MEMLOCK (memcg-charged)")?;
+            }
+            let mut fds = Vec::new();
+            for i in 0..5 {
+                let dev = Device::open().ctx("open")?;
+                let r = dev.map_status_array(SMALL);
+                if charged && i == 4 {
+                    expect_errno(
+                        "a fifth 64 KiB status array under a 256 KiB RLIMIT_MEMLOCK on 5.10",
+                        r,
+                        knem::Errno::ENOMEM,
+                    )?;
+                } else {
+                    let a = r.ctx(&format!("64 KiB status array {} of 5", i + 1))?;
+                    fds.push((dev, a));
+                }
+            }
+            // The array goes with its fd and its mapping.
+            drop(fds.remove(0));
+            let dev = Device::open().ctx("open")?;
+            let a = dev
+                .map_status_array(SMALL)
+                .ctx("a 64 KiB status array after closing one of the others")?;
+            drop((a, dev, fds));
+            Ok(())
+        })?;
+        peer.finish()
+    })
+}
