@@ -33,7 +33,7 @@
 #      slot up to its last region in one hold of the table mutex
 #      (SCAN_PER_HOLD = usize::MAX); rebuilds the Rust core from the copy.
 # Item 7's other half, the per-context counts, is shown on the host by
-# counts-host.sh here.  Item 1 (dma_finish_async_abandoned_batch) has its
+# counts-host.sh here (partly by construction: see its header).  Item 1 (dma_finish_async_abandoned_batch) has its
 # own script, which needs the debug kernel's KASAN:
 # tests/debug-kernel/uaf-demo.sh.
 #
