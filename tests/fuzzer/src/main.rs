@@ -110,7 +110,8 @@ fn parse_args() -> Args {
 /// `--duration` per process (at least one), or `--max-steps` per process
 /// when that is fewer.  Workers take about 50 steps a second each under
 /// TCG on a loaded 2-core host (4287 steps in 20 s with 4 processes, load
-/// 20), so only a run that hardly ran falls short.
+/// 20), and about 9 with `--dma`, whose conductor parks and fails their
+/// copies (940 in 26 s), so only a run that hardly ran falls short.
 fn min_steps(a: &Args) -> u64 {
     let per_proc = a.duration.max(1);
     let per_proc = if a.max_steps > 0 {
