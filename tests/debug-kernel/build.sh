@@ -48,7 +48,7 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(linux-source-$series flex bison libelf-dev bc libssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
-	dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	grep -q 'install ok installed' <<< "$(dpkg-query -W -f '${Status}' "$p" 2>/dev/null)" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "$prog: apt-get install ${missing[*]}"

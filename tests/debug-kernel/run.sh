@@ -40,7 +40,7 @@ suite=$top/target/x86_64-unknown-linux-gnu/release/knem-tests
 echo "$prog: kernel $kver ($image)"
 KDIR=$kdir KNEM_FAULT_INJECT=1 "$top/c-shim/build-module.sh" "$kver" "$out" > "$out.build.log" 2>&1 ||
 	{ tail -n 30 "$out.build.log"; echo "$prog: building knem.ko failed" >&2; exit 2; }
-modinfo -F parm "$out/knem.ko" | grep -q '^fault_dma_finish_delay_ms:' ||
+grep -q '^fault_dma_finish_delay_ms:' <<< "$(modinfo -F parm "$out/knem.ko")" ||
 	{ echo "$prog: $out/knem.ko is not a fault-injection build" >&2; exit 2; }
 dma_ko=$(KDIR=$kdir "$top/tests/dma-provider/build.sh" "$kver" "$out/dma-provider" 2> "$out.dma-build.log") ||
 	{ tail -n 30 "$out.dma-build.log"; echo "$prog: building the DMA provider failed" >&2; exit 2; }

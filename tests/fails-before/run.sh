@@ -38,7 +38,7 @@
 #      writes to; rebuilds the Rust core from the copy.  With
 #      --debug-kernel, KASAN reports the use-after-free.
 # Item 7's other half, the per-context counts, is shown on the host by
-# counts-host.sh here.  Item 1 (dma_finish_async_abandoned_batch) has its
+# counts-host.sh here (partly by construction: see its header).  Item 1 (dma_finish_async_abandoned_batch) has its
 # own script, which needs the debug kernel's KASAN:
 # tests/debug-kernel/uaf-demo.sh.
 #

@@ -67,7 +67,7 @@ cleanup() {
 	left=$(rpm_root -qa 2> /dev/null | grep '^knem-rs' || true)
 	# shellcheck disable=SC2086
 	[ -z "$left" ] || rpm_root -e --nodeps $left > "$logdir/cleanup.log" 2>&1
-	if in_root dkms status -m "$name" 2> /dev/null | grep -q .; then
+	if in_root dkms status -m "$name" 2> /dev/null | has .; then
 		in_root sh -c 'for v in $(ls /var/lib/dkms/knem-rs 2>/dev/null); do
 			dkms remove -m knem-rs -v "$v" --all; done' >> "$logdir/cleanup.log" 2>&1
 	fi
@@ -101,7 +101,7 @@ good_kernels() {
 # is there, built for KVER, of VERSION.
 module_ok() {
 	local k=$1 v=$2 f ko=
-	in_root dkms status -m "$name" -v "$v" -k "$k" | tee /dev/stderr | grep -q ': installed' || return 1
+	in_root dkms status -m "$name" -v "$v" -k "$k" | tee /dev/stderr | has ': installed' || return 1
 	for f in "$root/lib/modules/$k/updates/dkms/knem.ko"{,.xz,.zst,.gz}; do
 		[ -e "$f" ] || continue
 		case $f in
@@ -113,8 +113,8 @@ module_ok() {
 		ko=$work/knem.ko
 	done
 	[ -n "$ko" ] || { echo "no knem.ko in $root/lib/modules/$k/updates/dkms"; return 1; }
-	modinfo -F vermagic "$ko" | tee /dev/stderr | grep -q "^$k " &&
-		modinfo -F version "$ko" | tee /dev/stderr | grep -qx "$v"
+	modinfo -F vermagic "$ko" | tee /dev/stderr | has "^$k " &&
+		modinfo -F version "$ko" | tee /dev/stderr | has -x "$v"
 }
 
 # Headers of broken_kver whose build fails, as a kernel the module does not
@@ -166,7 +166,7 @@ rpms_of() {
 
 nothing_left() {
 	local status=0 f
-	if in_root dkms status -m "$name" 2> /dev/null | grep -q .; then
+	if in_root dkms status -m "$name" 2> /dev/null | has .; then
 		echo "dkms status still lists:"; in_root dkms status -m "$name"; status=1
 	fi
 	for f in "$root"/usr/src/$name-* "$root/var/lib/dkms/$name" "$root"/lib/modules/*/updates/dkms/knem.ko* \

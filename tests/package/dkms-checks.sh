@@ -25,6 +25,15 @@ check() {
 	fi
 }
 say() { echo "---- $*"; }
+# has GREP-ARGS...: grep -q on stdin that reads all of it.  grep -q leaves
+# at the first match, and a producer that writes after that dies of
+# SIGPIPE, which pipefail turns into a failed pipeline: a check that
+# fails because what it looked for came early.
+has() {
+	local n
+	n=$(grep -c "$@") || true
+	[ "${n:-0}" -gt 0 ]
+}
 
 # packages_configured PKG...: dpkg knows every PKG and has it configured
 # ("install ok installed"), and dpkg --audit has nothing to say.  A package
@@ -75,13 +84,13 @@ module_absent_for() {
 }
 
 dkms_installed_for() {
-	dkms status -m "$name" -v "$version" -k "$1" | grep -q ': installed'
+	dkms status -m "$name" -v "$version" -k "$1" | has ': installed'
 }
 
 module_matches_kernel() {
 	local ko
 	ko=$(module_of "$1") || { echo "no knem.ko for $1"; return 1; }
-	modinfo -F vermagic "$ko" | tee /dev/stderr | grep -q "^$1 "
+	modinfo -F vermagic "$ko" | tee /dev/stderr | has "^$1 "
 }
 
 # After the package's install: DKMS built and installed knem.ko for every

@@ -60,7 +60,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/knem-pkg.XXXXXX")
 # ok, bad, check, say; the DKMS checks shared with tests/kernels.
 . "$top/tests/package/dkms-checks.sh"
 
-installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | has -x installed; }
 
 # Kernel packages this run installs are removed at the end, and the
 # /vmlinuz-style symlinks that linux-base moves meanwhile are put back.
@@ -147,7 +147,7 @@ is_installed_lib() {
 }
 
 capi_soname() {
-	objdump -p "$libdir/libknem_rs.so.0" | tee /dev/stderr | grep -qE '^ +SONAME +libknem_rs\.so\.0$' &&
+	objdump -p "$libdir/libknem_rs.so.0" | tee /dev/stderr | has -E '^ +SONAME +libknem_rs\.so\.0$' &&
 		is_installed_lib "$(ldconfig -p | tee /dev/stderr |
 			sed -n 's/^[[:space:]]*libknem_rs\.so\.0 (libc6,x86-64) => //p')"
 }
@@ -194,7 +194,7 @@ capi_vm_knem() {
 		--add /usr/bin/knem-run -- sh -c 'smoke.sh && mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm &&
 		knem-run -n 3 --transport knem -- /opt/capi-example-static' 2>&1) || { echo "$out"; return 1; }
 	echo "$out"
-	tr -d '\r' <<< "$out" | grep -qx "example: 3 ranks over knem ok"
+	tr -d '\r' <<< "$out" | has -x "example: 3 ranks over knem ok"
 }
 
 # The installed udev rule, helper, device.conf and group, in the VM over
@@ -239,7 +239,7 @@ same_dkms_conf_rpm() {
 
 nothing_left() {
 	local status=0 f
-	if dkms status -m "$name" 2>/dev/null | grep -q .; then
+	if dkms status -m "$name" 2>/dev/null | has .; then
 		echo "dkms status still lists:"; dkms status -m "$name"; status=1
 	fi
 	for f in /usr/src/$name-* /var/lib/dkms/$name /lib/modules/*/updates/dkms/knem.ko* \

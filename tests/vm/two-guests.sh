@@ -77,7 +77,7 @@ a_args=(mpi_check=/opt/mpi_check ${ucx:+"ucx=$ucx"})
 # A free port of the host's loopback for the link.
 port=
 for p in $(shuf -i 20000-60000 -n 20); do
-	if ! ss -Htln "sport = :$p" | grep -q .; then port=$p; break; fi
+	if [ -z "$(ss -Htln "sport = :$p")" ]; then port=$p; break; fi
 done
 [ -n "$port" ] || { echo "two-guests: no free port on 127.0.0.1" >&2; exit 2; }
 
@@ -91,7 +91,7 @@ setsid "$top/tests/vm/run" "${common[@]}" --hostname node-b \
 	-- /opt/two-node/node.sh b "${node_args[@]+"${node_args[@]}"}" > "$out/node-b.log" 2>&1 &
 node_b=$!
 i=0
-until ss -Htln "sport = :$port" | grep -q .; do
+until [ -n "$(ss -Htln "sport = :$port")" ]; do
 	i=$((i + 1))
 	if [ "$i" -ge 600 ] || ! kill -0 "$node_b" 2>/dev/null; then
 		echo "two-guests: node B's QEMU never listened on 127.0.0.1:$port" >&2

@@ -164,6 +164,7 @@ const TESTS: &[Test] = &[
     // Issue 21: security III.
     ("account_bounds_across_userns_uids",       t_security::account_bounds_across_userns_uids),
     ("memlock_per_user_across_exec",            t_security::memlock_per_user_across_exec),
+    ("memlock_cap_ipc_lock_only_in_initial_userns", t_security::memlock_cap_ipc_lock_only_in_initial_userns),
     ("empty_iovecs_hold_no_kernel_memory",      t_security::empty_iovecs_hold_no_kernel_memory),
     ("per_open_memory_charged_to_memcg",        t_security::per_open_memory_charged_to_memcg),
     ("pin_count_refused_before_overflow",       t_pincount::pin_count_refused_before_overflow),

@@ -170,6 +170,166 @@ pub fn account_bounds_across_userns_uids() -> TestResult {
     })
 }
 
+/// CAP_IPC_LOCK, bit 14 of the capability sets.
+const CAP_IPC_LOCK: u32 = 14;
+/// The memlock limit of [`memlock_cap_ipc_lock_only_in_initial_userns`].
+const NS_MEMLOCK_PAGES: usize = 4;
+
+/// Whether this process's effective capabilities hold CAP_IPC_LOCK (in
+/// its own user namespace, which is what /proc/self/status shows).
+fn has_cap_ipc_lock() -> TestResult<bool> {
+    let s = std::fs::read_to_string("/proc/self/status").ctx("/proc/self/status")?;
+    let eff = s
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .ok_or("no CapEff in /proc/self/status")?;
+    Ok(eff & (1 << CAP_IPC_LOCK) != 0)
+}
+
+/// The user namespace this process is in, as its /proc link names it.
+fn user_ns() -> TestResult<String> {
+    std::fs::read_link("/proc/self/ns/user")
+        .map(|p| p.to_string_lossy().into_owned())
+        .ctx("readlink /proc/self/ns/user")
+}
+
+/// Keeps only CAP_IPC_LOCK (permitted and effective) across the switch of
+/// every uid and gid to `id`, in the initial user namespace.
+fn become_with_cap_ipc_lock(id: u32) -> TestResult {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    // SAFETY: plain prctl with integer arguments.
+    if unsafe { nix::libc::prctl(nix::libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) } != 0 {
+        return Err(format!("prctl(PR_SET_KEEPCAPS): {}", Errno::last()));
+    }
+    setresgid(Gid::from_raw(id), Gid::from_raw(id), Gid::from_raw(id)).ctx("setresgid")?;
+    setresuid(Uid::from_raw(id), Uid::from_raw(id), Uid::from_raw(id)).ctx("setresuid")?;
+    let mut hdr = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let lock = Data {
+        effective: 1 << CAP_IPC_LOCK,
+        permitted: 1 << CAP_IPC_LOCK,
+        inheritable: 0,
+    };
+    let none = Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    };
+    let data = [lock, none];
+    // SAFETY: capset(2) reads a version 3 header and two data structs,
+    // both ours and alive for the call.
+    let r = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_capset,
+            &mut hdr as *mut Header,
+            data.as_ptr(),
+        )
+    };
+    ensure!(r == 0, "capset(CAP_IPC_LOCK only): {}", Errno::last());
+    Ok(())
+}
+
+/// Pins `pages` pages of `mem` in one region.
+fn try_pin_pages(dev: &Device, mem: &Mem, pages: usize) -> knem::Result<knem::Cookie> {
+    // SAFETY: our own scratch mapping, only read.
+    unsafe {
+        dev.create_region_raw(
+            &[Iovec::from_raw(mem.addr(0), (pages * PAGE) as u64)],
+            Protection::READ,
+            RegionFlags::NONE,
+        )
+    }
+}
+
+/// The memlock exemption is CAP_IPC_LOCK in the initial user namespace
+/// (`capable()`), not in the caller's own.  Under a 4-page RLIMIT_MEMLOCK
+/// with account_pinned=1, a process that is root of a user namespace of
+/// its own (every capability there, CAP_IPC_LOCK included, checked in
+/// CapEff; account 1000 outside, which has none) pins 4 pages, then one
+/// page more and 16 pages are ENOMEM, each counted in
+/// pins_refused_memlock.  The same account holding CAP_IPC_LOCK in the
+/// initial namespace, under the same limit, pins 16 pages, and nothing is
+/// counted.  A module that exempted by `ns_capable(current_user_ns(), ..)`
+/// (any namespace) would let the first process through.
+pub fn memlock_cap_ipc_lock_only_in_initial_userns() -> TestResult {
+    const COUNTER: &str = "pins_refused_memlock";
+    const OVER: usize = 16;
+    with_param("account_pinned", "1", || {
+        with_device_open_to_all(|| {
+            let initial = user_ns()?;
+            let before = counter(COUNTER)?;
+            in_account_namespace(|| {
+                ensure!(
+                    user_ns()? != initial,
+                    "still in the initial user namespace ({initial})"
+                );
+                ensure!(
+                    has_cap_ipc_lock()?,
+                    "root of its own user namespace without CAP_IPC_LOCK there"
+                );
+                set_memlock(NS_MEMLOCK_PAGES as u64)?;
+                let dev = Device::open().ctx("open as root of a user namespace")?;
+                let mem = Mem::new(OVER)?;
+                let c = try_pin_pages(&dev, &mem, NS_MEMLOCK_PAGES)
+                    .ctx("4 pages under a 4-page limit")?;
+                expect_errno(
+                    "one page over a 4-page limit, CAP_IPC_LOCK in a child user namespace",
+                    try_pin_pages(&dev, &mem, 1),
+                    Errno::ENOMEM,
+                )?;
+                expect_errno(
+                    "16 pages over a 4-page limit, CAP_IPC_LOCK in a child user namespace",
+                    try_pin_pages(&dev, &mem, OVER),
+                    Errno::ENOMEM,
+                )?;
+                dev.destroy_region(c).ctx("destroy")
+            })?;
+            let refused = counter(COUNTER)? - before;
+            ensure!(
+                refused == 2,
+                "{COUNTER} grew by {refused} for root of a child user namespace, expected 2"
+            );
+            let peer = spawn_peer(|_| {
+                set_memlock(NS_MEMLOCK_PAGES as u64)?;
+                become_with_cap_ipc_lock(ACCOUNT)?;
+                ensure!(user_ns()? == initial, "not in the initial user namespace");
+                ensure!(
+                    has_cap_ipc_lock()?,
+                    "uid {ACCOUNT} did not keep CAP_IPC_LOCK"
+                );
+                let dev = Device::open().ctx("open as uid 1000 with CAP_IPC_LOCK")?;
+                let mem = Mem::new(OVER)?;
+                let c = try_pin_pages(&dev, &mem, OVER).ctx(
+                    "16 pages over a 4-page limit with CAP_IPC_LOCK in the initial namespace",
+                )?;
+                dev.destroy_region(c).ctx("destroy")
+            })?;
+            peer.finish()?;
+            let refused = counter(COUNTER)? - before;
+            ensure!(
+                refused == 2,
+                "{COUNTER} grew to +{refused} after CAP_IPC_LOCK in the initial namespace pinned, expected +2"
+            );
+            Ok(())
+        })
+    })
+}
+
 /// The environment variable that makes knem-tests run [`exec_round`]
 /// instead of the suite: "FD:ROUND".
 pub const EXEC_ENV: &str = "KNEM_TESTS_MEMLOCK_EXEC";

@@ -12,7 +12,7 @@ rsh=$here/rsh.py
 work=$(mktemp -d "${TMPDIR:-/tmp}/rsh-test.XXXXXX")
 export RSH_PORT=
 for p in $(shuf -i 20000-60000 -n 20); do
-	if ! ss -Htln "sport = :$p" | grep -q .; then RSH_PORT=$p; break; fi
+	if [ -z "$(ss -Htln "sport = :$p")" ]; then RSH_PORT=$p; break; fi
 done
 [ -n "$RSH_PORT" ] || { echo "rsh-test: no free port" >&2; exit 2; }
 "$rsh" serve 127.0.0.1 "$RSH_PORT" > "$work/server.log" 2>&1 &
@@ -59,8 +59,25 @@ else
 	check "client gone, command killed" "the command never started" "started"
 fi
 
-RSH_PORT=$((RSH_PORT + 1)) "$rsh" 127.0.0.1 true 2> "$work/noserver.err"
-check "no server" "$?" 255
+# A port that refuses for sure: bound by a holder of our own that never
+# listens (a connect gets a reset), so nothing else can listen there
+# meanwhile, as it could on any port picked by number.
+python3 -c 'import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], flush=True)
+time.sleep(600)' > "$work/closed-port" &
+holder=$!
+for _ in $(seq 50); do [ -s "$work/closed-port" ] && break; sleep 0.1; done
+closed_port=$(cat "$work/closed-port")
+if [ -n "$closed_port" ]; then
+	RSH_PORT=$closed_port "$rsh" 127.0.0.1 true 2> "$work/noserver.err"
+	check "no server (port $closed_port, bound and not listening)" "$?" 255
+else
+	check "no server" "no port bound to try" "a port"
+fi
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
 
 "$rsh" --stop 127.0.0.1
 check "stop" "$?" 0
