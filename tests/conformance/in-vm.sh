@@ -6,9 +6,16 @@
 # "N passed, N failed".  Exits nonzero when any case failed, a program
 # did not finish with its own summary line, or a program exited non-zero
 # (whatever its summary said: a crash after the summary, or a summary
-# that hides a failure, is a failed program).
+# that hides a failure, is a failed program).  No PROGRAM at all, or a
+# program whose summary counts no case, is a failure too: nothing was
+# checked.
 passed=0
 failed=0
+if [ $# -eq 0 ]; then
+	echo "FAIL in-vm.sh: no conformance program given"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
 for p in "$@"; do
 	echo "=== $p"
 	out=/tmp/$(basename "$p").out
@@ -21,6 +28,10 @@ for p in "$@"; do
 		rest=${last#* passed, }
 		passed=$((passed + ${last%% passed, *}))
 		failed=$((failed + ${rest%% failed}))
+		if [ "${last%% passed, *}" -eq 0 ] && [ "${rest%% failed}" -eq 0 ]; then
+			echo "FAIL $p: its summary counts no case"
+			failed=$((failed + 1))
+		fi
 		if [ "$status" -ne 0 ]; then
 			echo "FAIL $p: exited with status $status after its summary line"
 			failed=$((failed + 1))

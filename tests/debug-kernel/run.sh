@@ -4,7 +4,8 @@
 # tests/debug-kernel/run.sh [--fuzz SECS] - `make test-debug-kernel`: under
 # the debug lab kernel (build.sh here: KASAN, lockdep, DEBUG_ATOMIC_SLEEP,
 # full preemption; built once per machine, reused after), run
-#   1. the in-VM suite (knem-tests),
+#   1. the in-VM suite (knem-tests --no-skip: no test may skip but those
+#      that need the DMA provider, --no-provider, which step 2 runs),
 #   2. the suite with the test DMA provider (tests/dma-provider/run-vm.sh),
 #   3. the fuzzer with the provider and its conductor (tests/fuzzer/run.sh
 #      --dma), 600 s unless --fuzz says otherwise,
@@ -60,7 +61,7 @@ step() {
 # KASAN and lockdep make the guest several times slower than the stock
 # kernels: the time limits are raised accordingly.
 step "suite" "$top/tests/vm/run" "${img[@]}" --timeout 3600 --scratch-ext4 --add "$suite" -- \
-	sh -c 'KNEM_SUITE_IDLE_FDS=1000 /opt/knem-tests --timeout 900'
+	sh -c 'KNEM_SUITE_IDLE_FDS=1000 /opt/knem-tests --no-skip --no-provider --fault-build --timeout 900'
 step "suite with the DMA provider" env KNEM_DMA_SUITE_TIMEOUT=3600 \
 	"$top/tests/dma-provider/run-vm.sh" "${img[@]}" --dma-module "$dma_ko" --timeout 900
 step "fuzz ${fuzz} s with the DMA provider" "$top/tests/fuzzer/run.sh" "${img[@]}" \

@@ -15,7 +15,9 @@
 # reported: the script then says the old code was not caught.
 #
 # Exits 0 when the old build failed with a KASAN use-after-free report and
-# the fixed one passed.  Needs make tests-bin and the Rust core object.
+# the fixed one passed the test (--no-skip --fault-build: a skip, a module
+# that is not a fault build or a renamed test fails it).  Needs make
+# tests-bin and the Rust core object.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -61,7 +63,8 @@ dma_ko=$(KDIR=$kdir "$top/tests/dma-provider/build.sh" "$kver" "$out/dma-provide
 run() {
 	"$top/tests/vm/run" "${kopts[@]}" --module "$out/$1-build/knem.ko" --timeout 900 \
 		--add "$dma_ko" --add "$suite" -- \
-		sh -c 'insmod /opt/knem_dma_test.ko && /opt/knem-tests --timeout 600 dma_finish_async_abandoned_batch' \
+		sh -c 'insmod /opt/knem_dma_test.ko &&
+			/opt/knem-tests --no-skip --fault-build --timeout 600 dma_finish_async_abandoned_batch' \
 		> "$out/$1.log" 2>&1
 }
 run old
@@ -75,9 +78,12 @@ for v in old fixed; do
 done
 caught=
 [ $old_status -ne 0 ] && grep -aqE 'BUG: KASAN: (slab-)?use-after-free' "$out/old.log" && caught=1
-if [ -n "$caught" ] && [ $fixed_status -eq 0 ]; then
+# The fixed run passes the test itself, not a run where it did not run.
+fixed_ok=
+[ $fixed_status -eq 0 ] && grep -aq '^ok dma_finish_async_abandoned_batch$' "$out/fixed.log" && fixed_ok=1
+if [ -n "$caught" ] && [ -n "$fixed_ok" ]; then
 	echo "$prog: the old code fails (KASAN use-after-free), the fixed code passes, on $kver"
 	exit 0
 fi
-echo "$prog: old code $([ -n "$caught" ] && echo caught || echo 'NOT caught') (status $old_status), fixed code status $fixed_status, on $kver (logs: $out)"
+echo "$prog: old code $([ -n "$caught" ] && echo caught || echo 'NOT caught') (status $old_status), fixed code $([ -n "$fixed_ok" ] && echo passed || echo 'did NOT pass') (status $fixed_status), on $kver (logs: $out)"
 exit 1

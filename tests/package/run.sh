@@ -208,17 +208,27 @@ device_access_vm() {
 }
 
 # FORMAT PACKAGE LISTING: compare a package's file list with expected-files.txt.
+# Every "=" path must be listed, and every listed file must be an "=" path
+# or lie under a "~" prefix.  A package without "~" lines has no prefix at
+# all (not an empty one, which every path would start with); one without
+# "=" lines has no entry in expected-files.txt, and fails.
 contents_match() {
-	local fmt=$1 pkg=$2 listing=$3 want allow line f status=0
+	local fmt=$1 pkg=$2 listing=$3 want allow line f p status=0
 	want=$(awk -v k="$fmt:$pkg" '$1 == k && $2 == "=" { print $3 }' tests/package/expected-files.txt | sed "s/@VERSION@/$version/g")
 	allow=$(awk -v k="$fmt:$pkg" '$1 == k && $2 == "~" { print $3 }' tests/package/expected-files.txt | sed "s/@VERSION@/$version/g")
+	[ -n "$want" ] || { echo "no '$fmt:$pkg =' line in tests/package/expected-files.txt"; return 1; }
+	[ -s "$listing" ] || { echo "empty listing $listing"; return 1; }
 	while read -r line; do
 		[ -n "$line" ] || continue
 		grep -qxF "$line" "$listing" || { echo "missing: $line"; status=1; }
 	done <<< "$want"
 	while read -r f; do
 		grep -qxF "$f" <<< "$want" && continue
-		line=$(while read -r p; do case $f in "$p"*) echo y; break ;; esac; done <<< "$allow")
+		line=
+		while read -r p; do
+			[ -n "$p" ] || continue
+			case $f in "$p"*) line=y; break ;; esac
+		done <<< "$allow"
 		[ -n "$line" ] || { echo "unexpected: $f"; status=1; }
 	done < "$listing"
 	return $status

@@ -10,8 +10,10 @@
 #
 # Every cycle loads with other parameters, opens the device and, every
 # 25th, runs a few suite tests (regions, copies, an async copy) on the fresh
-# module.  Each unload must succeed and leave nothing behind; at the end
-# the kernel's FOLL_PIN balance must be even.  The runner's own checks
+# module: knem-tests must be on PATH (/opt), and each name must still
+# select a test (knem-tests fails a name that selects none).  Each unload
+# must succeed and leave nothing behind; at the end the kernel's FOLL_PIN
+# balance must be even.  The runner's own checks
 # (final rmmod, no BUG/WARNING/poison report) apply on top.
 
 n=${1:-200}
@@ -26,6 +28,7 @@ pins() {
 	awk '/^nr_foll_pin_acquired/ { a = $2 } /^nr_foll_pin_released/ { r = $2 }
 	     END { print a - r }' /proc/vmstat
 }
+command -v knem-tests > /dev/null || fail "no knem-tests on PATH for the suite runs (--add it)"
 base=$(pins)
 
 i=0
@@ -41,7 +44,7 @@ while [ "$i" -lt "$n" ]; do
 	# shellcheck disable=SC2086
 	insmod "$ko" $params || fail "insmod $params in cycle $i"
 	cat /dev/knem > /dev/null || fail "cat /dev/knem in cycle $i"
-	if [ $((i % 25)) -eq 0 ] && command -v knem-tests > /dev/null; then
+	if [ $((i % 25)) -eq 0 ]; then
 		knem-tests inline_read_two_processes multi_region_1000 \
 			async_memcpythread_copy memlock_limit > /tmp/cycle.log 2>&1 ||
 			{ cat /tmp/cycle.log; fail "suite tests in cycle $i"; }

@@ -6,12 +6,17 @@
 //! test and `N passed, N failed, N skipped` last; exits 1 if anything
 //! failed, and with `--no-skip` a skip is a failure (but for the skip of
 //! a part that needs a fault-injection build, when the module is not
-//! one: `util::skip_fault`).  When the
+//! one: `util::skip_fault`; and, with `--no-provider`, for the skip of a
+//! test that needs the test DMA provider: `t_dma::PROVIDER_SKIP`).  When the
 //! driver's sysfs counters exist, every test is also checked for leaks:
 //! contexts, regions, pinned pages and the kernel's FOLL_PIN balance must
-//! be back at their values from before the test.
+//! be back at their values from before the test.  A SUBSTRING that no
+//! test's name contains is a failure (a renamed test must not vanish from
+//! the runs that name it), and so is, with `--fault-build`, a loaded
+//! module that is not a fault-injection build.
 //!
-//! Usage: `knem-tests [--list] [--timeout SECS] [--no-skip] [SUBSTRING...]`.
+//! Usage: `knem-tests [--list] [--timeout SECS] [--no-skip] [--no-provider]
+//! [--fault-build] [SUBSTRING...]`.
 
 mod stats;
 mod t_async;
@@ -185,6 +190,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut timeout = Duration::from_secs(300);
     let mut no_skip = false;
+    let mut no_provider = false;
+    let mut want_fault_build = false;
     let mut filters = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -196,6 +203,8 @@ fn main() {
                 return;
             }
             "--no-skip" => no_skip = true,
+            "--no-provider" => no_provider = true,
+            "--fault-build" => want_fault_build = true,
             "--timeout" => {
                 let secs = it.next().and_then(|s| s.parse().ok()).unwrap_or(300);
                 timeout = Duration::from_secs(secs);
@@ -204,11 +213,26 @@ fn main() {
         }
     }
 
+    let (mut passed, mut failed, mut skipped) = (0u32, 0u32, 0u32);
+    // Every filter must select something: one that matches no test (a
+    // renamed test, a typo) would run nothing and pass.
+    for p in &filters {
+        if !TESTS.iter().any(|(name, _)| name.contains(p.as_str())) {
+            failed += 1;
+            println!("FAIL filter {p}: no test's name contains it (see --list)");
+        }
+    }
     // Without the device nothing else can say anything useful.
     if let Err(e) = knem::Device::open() {
         println!("FAIL device: {e}");
-        println!("0 passed, 1 failed, 0 skipped");
+        println!("0 passed, {} failed, 0 skipped", failed + 1);
         std::process::exit(1);
+    }
+    if want_fault_build && !fault_build() {
+        failed += 1;
+        println!(
+            "FAIL fault-build: the loaded knem has no fault_* parameter: not a fault-injection build (KNEM_FAULT_INJECT=1)"
+        );
     }
     let leak_check = stats::counters_available();
     if !leak_check {
@@ -218,7 +242,6 @@ fn main() {
         );
     }
 
-    let (mut passed, mut failed, mut skipped) = (0u32, 0u32, 0u32);
     for (name, f) in TESTS {
         if !filters.is_empty() && !filters.iter().any(|p| name.contains(p.as_str())) {
             continue;
@@ -229,9 +252,7 @@ fn main() {
                 passed += 1;
                 println!("ok {name}");
             }
-            Ok(Outcome::Skipped(msg))
-                if no_skip && (fault_build() || !msg.starts_with(&skip(FAULT_SKIP))) =>
-            {
+            Ok(Outcome::Skipped(msg)) if no_skip && !excused(&msg, no_provider) => {
                 failed += 1;
                 println!("FAIL {name}: {} (--no-skip)", one_line(&msg));
             }
@@ -248,6 +269,15 @@ fn main() {
     }
     println!("{passed} passed, {failed} failed, {skipped} skipped");
     std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+/// Whether `--no-skip` lets this skip stay a skip: the fault-only part of
+/// a test on a module that is not a fault-injection build, and with
+/// `--no-provider` (a run without the test DMA provider on purpose, whose
+/// tests another run covers) a test that needs the provider.
+fn excused(msg: &str, no_provider: bool) -> bool {
+    (!fault_build() && msg.starts_with(&skip(FAULT_SKIP)))
+        || (no_provider && msg == skip(t_dma::PROVIDER_SKIP))
 }
 
 fn one_line(s: &str) -> String {
