@@ -70,9 +70,6 @@ struct knem_file {
 	atomic_t dma_pieces;               /* pieces those batches have mapped */
 };
 
-/* knem_owner.c: the per-user bounds' keys of the current task. */
-u32 knem_owner_account(u64 *keys);
-
 /* knem_offload.c: the per-fd offload thread and NOTIFY_FD reads. */
 int knem_offload_init(struct knem_file *kf);
 void knem_offload_stop(struct knem_file *kf);
