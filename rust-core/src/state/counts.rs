@@ -373,7 +373,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// Add (with a bound) and sub sequences against a BTreeMap, over
         /// few keys (counts go up and down) and many (growth and
