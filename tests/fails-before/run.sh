@@ -12,14 +12,16 @@
 # ITEM to see its test fail on a module that differs from today's in that
 # item alone.  Not part of make test: a one-off proof.
 #
-# Items (default: 2 3 4 5 6 7):
+# Items (default: 2 3 4 5 6 7 8 9):
 #   2  account_bounds_across_userns_uids: a context is counted under its
 #      own (namespace, uid) key only, not the chain up to the initial
 #      namespace, so each uid of an account's namespace has a bound of its
 #      own, as before commit f63a095.
 #   3  memlock_per_user_across_exec: pins are charged against the pinning
 #      process's mm->pinned_vm, not its user's locked_vm, so a fresh mm
-#      (fork, exec) pins the limit again, as before f63a095 and 9e23dfd.
+#      (fork, exec) pins the limit again, as before f63a095 and 9e23dfd
+#      (and not per account level either: state/pins.rs charges nothing;
+#      rebuilds the Rust core).
 #   4  empty_iovecs_hold_no_kernel_memory: an empty iovec gets a segment
 #      (plan/layout.rs), as before f63a095; rebuilds the Rust core.
 #   5  per_open_memory_charged_to_memcg: the file state, its cpumasks, the
@@ -32,6 +34,13 @@
 #   7  no_long_scans_under_table_mutex: a context's release scans every
 #      slot up to its last region in one hold of the table mutex
 #      (SCAN_PER_HOLD = usize::MAX); rebuilds the Rust core from the copy.
+#   8  root_namespaces_have_their_own_bounds (issue 33, M2): namespaces
+#      that global root created keep (initial namespace, uid 0) as their
+#      top key (state/account.rs), so they share root's bound; rebuilds
+#      the Rust core.
+#   9  memlock_shared_by_subordinate_uids (issue 33, M3): pins are not
+#      counted per account level (state/pins.rs charges nothing), only per
+#      kernel uid by the shim; rebuilds the Rust core.
 # Item 7's other half, the per-context counts, is shown on the host by
 # counts-host.sh here.  Item 1 (dma_finish_async_abandoned_batch) has its
 # own script, which needs the debug kernel's KASAN:
@@ -56,7 +65,7 @@ case ${1:-} in
 --release) release=$2; shift 2 ;;
 esac
 items=("$@")
-[ ${#items[@]} -gt 0 ] || items=(2 3 4 5 6 7)
+[ ${#items[@]} -gt 0 ] || items=(2 3 4 5 6 7 8 9)
 
 # recipe_N DIR: puts item N's old logic into the copy at DIR; test_N: its
 # suite test; core_N=1 when the recipe changes the Rust core.
@@ -76,10 +85,11 @@ recipe_3() {
 		s/unsigned long cur, next;/unsigned long cur;/;
 		s/cur = atomic_long_read\(&user->locked_vm\);\n\tdo \{\n\t\tif \(pages > limit \|\| cur > limit - pages\)\n\t\t\tgoto over;\n\t\tnext = cur \+ pages;\n\t\} while \(!atomic_long_try_cmpxchg\(&user->locked_vm, &cur, next\)\);\n\to->cred = get_current_cred\(\);\n/cur = atomic64_read(&current->mm->pinned_vm);\n\tif (pages > limit || cur > limit - pages)\n\t\tgoto over;\n/' "$f"
 	grep -q 'cur = atomic64_read(&current->mm->pinned_vm);' "$f" &&
-		! grep -qE 'get_current_cred|unsigned long cur, next;|user = current_user' "$f"
+		! grep -qE 'get_current_cred|unsigned long cur, next;|user = current_user' "$f" &&
+		recipe_9 "$1"
 }
 test_3=memlock_per_user_across_exec
-core_3=0
+core_3=1
 
 recipe_4() {
 	local f=$1/rust-core/src/plan/layout.rs
@@ -116,6 +126,22 @@ recipe_7() {
 }
 test_7=no_long_scans_under_table_mutex
 core_7=1
+
+recipe_8() {
+	local f=$1/rust-core/src/state/account.rs
+	perl -pi -e 's/^(\s+)if top & UID_MASK == 0 \{/$1if top & UID_MASK == 0 && below == top {/' "$f"
+	grep -q 'if top & UID_MASK == 0 && below == top {' "$f"
+}
+test_8=root_namespaces_have_their_own_bounds
+core_8=1
+
+recipe_9() {
+	local f=$1/rust-core/src/state/pins.rs
+	perl -pi -e 's/^(\s+)if pages == 0 \{/$1if pages == 0 || env.memlock_limit() != 0 {/' "$f"
+	grep -q 'if pages == 0 || env.memlock_limit() != 0 {' "$f"
+}
+test_9=memlock_shared_by_subordinate_uids
+core_9=1
 
 # vm: how tests/vm/run boots the kernel; build_module SRC CORE KO: a
 # fault-injection knem.ko from the tree at SRC with the Rust core object
