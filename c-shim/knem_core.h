@@ -295,6 +295,23 @@ u64 knem_shim_offload_threads_max(void);
 int knem_shim_ctx_bind(void *shim, u32 flags, const void *mask, u32 len);
 
 /*
+ * Pinned pages per account level (the core's state/pins.rs), knem_owner.c:
+ * knem_shim_account() writes the current task's keys (as knem_core_ctx_new()
+ * gets them, KNEM_CORE_ACCOUNT_LEVELS at most) and returns how many;
+ * knem_shim_memlock_limit() is its RLIMIT_MEMLOCK in pages, U64_MAX for
+ * none or when the account_pinned parameter is off; when a pin of pages
+ * would take a level from pinned over limit, knem_shim_memlock_over()
+ * returns 1 if the task is exempt (CAP_IPC_LOCK), else 0 after one
+ * rate-limited log line.  None of them sleeps.  The counts are kept under
+ * a global mutex of their own (knem_env.c).
+ */
+u32 knem_shim_account(u64 *keys);
+u64 knem_shim_memlock_limit(void);
+int knem_shim_memlock_over(u64 pages, u64 limit, u64 pinned);
+void knem_shim_pins_lock(void);
+void knem_shim_pins_unlock(void);
+
+/*
  * The owner record of pinned pages (knem_owner.c).  Before pinning pages
  * pages of the current task, the core asks for a record: it charges them
  * to the task's user (locked_vm, shared by all the user's processes)

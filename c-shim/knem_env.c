@@ -214,3 +214,17 @@ void knem_shim_table_unlock(void)
 	knem_table_hold_end();
 	mutex_unlock(&knem_table_mutex);
 }
+
+/* The pinned-page counts per account level (the core's state/pins.rs). */
+static DEFINE_MUTEX(knem_pins_mutex);
+
+void knem_shim_pins_lock(void)
+{
+	knem_might_sleep();
+	mutex_lock(&knem_pins_mutex);
+}
+
+void knem_shim_pins_unlock(void)
+{
+	mutex_unlock(&knem_pins_mutex);
+}

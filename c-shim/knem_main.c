@@ -73,7 +73,7 @@ static int knem_open(struct inode *inode, struct file *file)
 		u64 account[KNEM_CORE_ACCOUNT_LEVELS];
 
 		kf->ctx = knem_core_ctx_new(knem_caller_uid(), account,
-					    knem_owner_account(account), kf);
+					    knem_shim_account(account), kf);
 		if (!kf->ctx) {
 			err = -ENOMEM;
 			goto free_file;

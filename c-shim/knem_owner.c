@@ -7,14 +7,17 @@
  * buffers are: user->locked_vm against the pinner's RLIMIT_MEMLOCK, so a
  * process that exec()s or forks, or hands its fd to another, pins no more
  * than the limit in all (CAP_IPC_LOCK bypasses it, and such pins are not
- * charged to the user at all).  They are also counted in the pinning
- * process's mm->pinned_vm, as RDMA does, so VmPin in /proc/PID/status
- * shows them.  The record keeps the user (through a reference to the
- * pinner's credentials, which hold it: free_uid() is not exported before
- * 5.11) and the mm (mmgrab), so the same ones are uncharged whoever drops
- * the last reference: the
- * offload thread, another process's close, or a close after the owner
- * exited.  It also keeps the process (a struct pid, which outlives its
+ * charged to the user at all).  Before asking for the record, the core
+ * counts them per level of the pinner's account (state/pins.rs, with
+ * knem_shim_account() and the limit and exemption below), so that the uids
+ * of one account, such as a subordinate range in a user namespace, share
+ * the limit instead of pinning it once per kernel uid.  They are also
+ * counted in the pinning process's mm->pinned_vm, as RDMA does, so VmPin
+ * in /proc/PID/status shows them.  The record keeps the user (through a
+ * reference to the pinner's credentials, which hold it: free_uid() is not
+ * exported before 5.11) and the mm (mmgrab), so the same ones are
+ * uncharged whoever drops the last reference: the offload thread, another
+ * process's close, or a close after the owner exited.  It also keeps the process (a struct pid, which outlives its
  * task safely) for the ptrace access rule.
  *
  * The kernel exports neither ptrace_may_access() nor the LSM hook behind
@@ -92,17 +95,19 @@ u64 knem_shim_regions_max(void)
 }
 
 /*
- * The keys the current task's new context is counted under against the
- * per-user bounds (knem_core_ctx_new()), as the kernel's ucounts charge
- * RLIMIT_NPROC: at each user namespace level, from the task's own (its
- * namespace, its real uid) up to the initial namespace, the key of the
- * level above being (the parent namespace, the uid that created the
- * child).  A key is the namespace's inode number and the uid as the
- * initial namespace sees it.  A namespace's inode number is not reused
- * while a process in it can open the device, and a stale key only makes
- * the bound stricter.  Returns the number of levels.
+ * The keys the current task's new context, or its pins, are counted under
+ * against the per-user bounds (knem_core_ctx_new(), knem_shim_account() in
+ * knem_core.h), as the kernel's ucounts charge RLIMIT_NPROC: at each user
+ * namespace level, from the task's own (its namespace, its real uid) up to
+ * the initial namespace, the key of the level above being (the parent
+ * namespace, the uid that created the child).  A key is the namespace's
+ * inode number and the uid as the initial namespace sees it.  A
+ * namespace's inode number is not reused while a process in it can open
+ * the device, and a stale key only makes the bound stricter.  The core
+ * gives a namespace that global root created a budget of its own instead
+ * of root's (state/account.rs).  Returns the number of levels.
  */
-u32 knem_owner_account(u64 *keys)
+u32 knem_shim_account(u64 *keys)
 {
 	const struct cred *cred = current_cred();
 	struct user_namespace *ns = cred->user_ns;
@@ -188,6 +193,28 @@ over:
 			    cur << (PAGE_SHIFT - 10),
 			    from_kuid(&init_user_ns, current_uid()));
 	return -EDQUOT;
+}
+
+u64 knem_shim_memlock_limit(void)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK);
+
+	if (!READ_ONCE(knem_account_pinned) || limit == RLIM_INFINITY)
+		return U64_MAX;
+	return limit >> PAGE_SHIFT;
+}
+
+int knem_shim_memlock_over(u64 pages, u64 limit, u64 pinned)
+{
+	/* Asked only past the limit, so exempt tasks are not audited more. */
+	if (capable(CAP_IPC_LOCK))
+		return 1;
+	pr_info_ratelimited("knem: %s[%d]: pinning %llu more KiB exceeds RLIMIT_MEMLOCK (%llu KiB, %llu KiB pinned already by uid %u's account): raise memlock (ulimit -l, /etc/security/limits.d/) or load knem with account_pinned=0\n",
+			    current->comm, task_tgid_vnr(current),
+			    pages << (PAGE_SHIFT - 10), limit << (PAGE_SHIFT - 10),
+			    pinned << (PAGE_SHIFT - 10),
+			    from_kuid(&init_user_ns, current_uid()));
+	return 0;
 }
 
 int knem_shim_owner_new(u64 pages, void **owner)

@@ -73,9 +73,6 @@ struct knem_file {
 /* knem_main.c: device_access=group (0660 and 0440 instead of 0666, 0444). */
 extern bool knem_device_group;
 
-/* knem_owner.c: the per-user bounds' keys of the current task. */
-u32 knem_owner_account(u64 *keys);
-
 /* knem_offload.c: the per-fd offload thread and NOTIFY_FD reads. */
 int knem_offload_init(struct knem_file *kf);
 void knem_offload_stop(struct knem_file *kf);

@@ -325,7 +325,7 @@ impl<E: Env> Device<E> {
         let local = SegList::new(&iovs)?;
         drop(iovs);
         // Reading the region writes the caller's memory, and vice versa.
-        let local = Region::create_local(&self.env, &self.stats, local, !req.write)?;
+        let local = Region::create_local(&self.env, &self.stats, &self.pins, local, !req.write)?;
         Ok((found, RegionRef::from_box(local, &self.env, &self.stats)))
     }
 
@@ -518,7 +518,7 @@ impl<E: Env> Device<E> {
             owner_uid: ctx.uid,
             account: AccountRef::of(&ctx.account, &ctx.regions),
         };
-        let region = Region::create(&self.env, &self.stats, layout, attrs)?;
+        let region = Region::create(&self.env, &self.stats, &self.pins, layout, attrs)?;
         self.table.insert(&self.env, &self.stats, region)
     }
 

@@ -251,6 +251,21 @@ pub trait Env: Sync {
     /// Whether the current task may ptrace-attach the owner process (false
     /// once it is gone).  May sleep: never called inside an RCU section.
     fn may_access(&self, owner: OwnerPtr) -> bool;
+    /// The current task's account levels (`state::account`), its own
+    /// first, into `keys`; returns how many (at least 1, at most
+    /// `keys.len()`).  Does not sleep.
+    fn pin_account(&self, keys: &mut [u64]) -> usize;
+    /// The current task's RLIMIT_MEMLOCK in pages, `u64::MAX` for none or
+    /// when the `account_pinned` parameter is off.  Does not sleep.
+    fn memlock_limit(&self) -> u64;
+    /// A pin of `pages` would take a level of the current task's account
+    /// from `pinned` pages over `limit`: true when the task is exempt
+    /// (CAP_IPC_LOCK), else false after one rate-limited log line.
+    fn memlock_over(&self, pages: u64, limit: u64, pinned: u64) -> bool;
+    /// Takes the mutex of the pinned-page counts (`state::pins`).
+    fn pins_lock(&self);
+    /// Releases it.
+    fn pins_unlock(&self);
     /// Most live regions one user may hold (at each level of its
     /// account).  Does not sleep.
     fn regions_per_user(&self) -> u64;
@@ -303,6 +318,23 @@ impl<'a, E: Env> RcuGuard<'a, E> {
 impl<E: Env> Drop for RcuGuard<'_, E> {
     fn drop(&mut self) {
         self.0.rcu_read_unlock();
+    }
+}
+
+/// The mutex of the pinned-page counts, released on drop.
+pub struct PinsGuard<'a, E: Env>(&'a E);
+
+impl<'a, E: Env> PinsGuard<'a, E> {
+    /// Takes the mutex.
+    pub fn new(env: &'a E) -> Self {
+        env.pins_lock();
+        PinsGuard(env)
+    }
+}
+
+impl<E: Env> Drop for PinsGuard<'_, E> {
+    fn drop(&mut self) {
+        self.0.pins_unlock();
     }
 }
 
@@ -552,6 +584,38 @@ mod kernel {
         fn may_access(&self, owner: OwnerPtr) -> bool {
             // SAFETY: a handle from owner_new, kept by a referenced region.
             unsafe { knem_shim_may_access(owner.0) != 0 }
+        }
+
+        fn pin_account(&self, keys: &mut [u64]) -> usize {
+            let mut chain = [0u64; KNEM_CORE_ACCOUNT_LEVELS as usize];
+            // SAFETY: chain has room for the KNEM_CORE_ACCOUNT_LEVELS keys
+            // the shim writes at most.
+            let n = unsafe { knem_shim_account(chain.as_mut_ptr()) } as usize;
+            let n = n.min(keys.len()).min(chain.len());
+            if let (Some(dst), Some(src)) = (keys.get_mut(..n), chain.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+            n
+        }
+
+        fn memlock_limit(&self) -> u64 {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_memlock_limit() }
+        }
+
+        fn memlock_over(&self, pages: u64, limit: u64, pinned: u64) -> bool {
+            // SAFETY: no preconditions.
+            unsafe { knem_shim_memlock_over(pages, limit, pinned) != 0 }
+        }
+
+        fn pins_lock(&self) {
+            // SAFETY: no preconditions; paired by PinsGuard.
+            unsafe { knem_shim_pins_lock() }
+        }
+
+        fn pins_unlock(&self) {
+            // SAFETY: only called by PinsGuard, which holds the mutex.
+            unsafe { knem_shim_pins_unlock() }
         }
 
         fn regions_per_user(&self) -> u64 {

@@ -170,7 +170,7 @@ mod tests {
             .min(total - dst_off.min(total))
             .min(bound.unwrap_or(u64::MAX)) as usize;
         model.copy_within(src_off as usize..src_off as usize + len, dst_off as usize);
-        let r = Region::create(&env, &stats, layout, attrs).unwrap();
+        let r = Region::create(&env, &stats, &env.pin_counts, layout, attrs).unwrap();
         let out = region_to_region(&env, &r, src_off, &r, dst_off, bound);
         assert_eq!(
             out,
@@ -212,8 +212,14 @@ mod tests {
             owner_uid: 0,
             account: AccountRef::NONE,
         };
-        let r =
-            Region::create(&env, &stats, SegList::new(&[iov(a, 8192)]).unwrap(), attrs).unwrap();
+        let r = Region::create(
+            &env,
+            &stats,
+            &env.pin_counts,
+            SegList::new(&[iov(a, 8192)]).unwrap(),
+            attrs,
+        )
+        .unwrap();
         // 4096 good bytes, then the guard page after l.
         let local = SegList::new(&[iov(l, 6000)]).unwrap();
         assert_eq!(

@@ -6,6 +6,7 @@ use crate::edge::kalloc::KBox;
 use crate::edge::shim::{Env, ShimCtx};
 use crate::state::account::Account;
 use crate::state::context::Context;
+use crate::state::pins::Pins;
 use crate::state::stats::{self, Stats};
 use crate::state::table::Table;
 use crate::state::workers::Workers;
@@ -21,6 +22,8 @@ pub struct Device<E: Env> {
     pub stats: Stats,
     /// Offload threads per user.
     pub workers: Workers,
+    /// Pinned pages per user.
+    pub pins: Pins,
     next_ctx: AtomicU64,
 }
 
@@ -32,6 +35,7 @@ impl<E: Env> Device<E> {
             table: Table::new(),
             stats: Stats::new(),
             workers: Workers::new(),
+            pins: Pins::new(),
             next_ctx: AtomicU64::new(0),
         }
     }
@@ -45,6 +49,7 @@ impl<E: Env> Device<E> {
     pub fn exit(&self) {
         self.table.exit();
         self.workers.exit(&self.env);
+        self.pins.exit(&self.env);
     }
 
     /// A context for an opener with real uid `uid`, without a shim handle

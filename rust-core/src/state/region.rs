@@ -11,6 +11,7 @@ use crate::edge::kalloc::{KArray, KBox};
 use crate::edge::shim::{Env, OwnerPtr, PagePtr, RcuHead, PAGE_SIZE};
 use crate::plan::layout::SegList;
 use crate::state::account::AccountRef;
+use crate::state::pins::{PinCharge, Pins};
 use crate::state::stats::{self, Stats};
 use core::ops::Deref;
 use core::ptr::NonNull;
@@ -45,8 +46,8 @@ pub struct RegionAttrs {
 /// A declared region.
 ///
 /// # Invariants
-/// Every entry of `pages` is pinned while `refs > 0`, and `owner` holds
-/// their charge; `rcu` is the first field, so a pointer to it is a pointer
+/// Every entry of `pages` is pinned while `refs > 0`, and `owner` and
+/// `pin` hold their charges; `rcu` is the first field, so a pointer to it is a pointer
 /// to the region.
 #[repr(C)]
 pub struct Region {
@@ -57,6 +58,8 @@ pub struct Region {
     attrs: RegionAttrs,
     /// The pinning process and the mm its pages are charged to.
     owner: OwnerPtr,
+    /// The pages' charge at every level of the pinner's account.
+    pin: PinCharge,
     /// False for the caller's own memory pinned for one copy: it is not a
     /// declared region and stays out of the region counters.
     counted: bool,
@@ -67,13 +70,15 @@ impl Region {
     /// region with one reference.  A pin that fails or is partial undoes
     /// what was pinned: EFAULT (ENOMEM if the shim says so, e.g. over the
     /// locked-memory limit).
+    /// The pages are charged to the pinner's account in `pins`.
     pub fn create<E: Env>(
         env: &E,
         stats: &Stats,
+        pins: &Pins,
         layout: SegList<'static>,
         attrs: RegionAttrs,
     ) -> KResult<KBox<Region>> {
-        Self::pin_new(env, stats, layout, attrs, true)
+        Self::pin_new(env, stats, pins, layout, attrs, true)
     }
 
     /// Pins the caller's local segments for one copy that a thread executes
@@ -83,6 +88,7 @@ impl Region {
     pub fn create_local<E: Env>(
         env: &E,
         stats: &Stats,
+        pins: &Pins,
         layout: SegList<'static>,
         written: bool,
     ) -> KResult<KBox<Region>> {
@@ -93,12 +99,13 @@ impl Region {
             owner_uid: 0,
             account: AccountRef::NONE,
         };
-        Self::pin_new(env, stats, layout, attrs, false)
+        Self::pin_new(env, stats, pins, layout, attrs, false)
     }
 
     fn pin_new<E: Env>(
         env: &E,
         stats: &Stats,
+        pins: &Pins,
         layout: SegList<'static>,
         attrs: RegionAttrs,
         counted: bool,
@@ -107,14 +114,20 @@ impl Region {
         // Charged first, as RDMA does: over RLIMIT_MEMLOCK nothing gets
         // pinned, nor is the page array (up to 1 GiB) allocated.  The
         // client sees ENOMEM, as from KNEM; the counter tells the
-        // administrator that the limit was the cause.
-        let owner = env.owner_new(n as u64).map_err(|e| {
+        // administrator that the limit was the cause.  First at every
+        // level of the pinner's account, then the shim's own charge.
+        let memlock = |e| {
             if e == EDQUOT {
                 stats::add(&stats.pins_refused_memlock, 1);
                 ENOMEM
             } else {
                 e
             }
+        };
+        let pin = pins.charge(env, n as u64).map_err(memlock)?;
+        let owner = env.owner_new(n as u64).map_err(|e| {
+            pin.release(env);
+            memlock(e)
         })?;
         // Allocate everything before pinning so that nothing can fail with
         // pages pinned except the pinning itself.
@@ -126,6 +139,7 @@ impl Region {
                 pages,
                 attrs,
                 owner,
+                pin: PinCharge::NONE,
                 counted,
             })
         });
@@ -134,9 +148,11 @@ impl Region {
             Err(e) => {
                 // SAFETY: the record just made, used by nothing else.
                 unsafe { env.owner_put(owner) };
+                pin.release(env);
                 return Err(e);
             }
         };
+        region.pin = pin;
         let write = attrs.prot & PROT_WRITE != 0;
         let mut pinned = 0usize;
         let r = &mut *region;
@@ -147,6 +163,7 @@ impl Region {
                 env.unpin_pages(r.pages.get(..pinned).unwrap_or(&[]), false);
                 env.owner_put(r.owner);
             }
+            r.pin.release(env);
             // Nothing is pinned any more: the box may drop without put().
             return Err(e);
         }
@@ -258,6 +275,7 @@ pub unsafe fn put<E: Env>(r: NonNull<Region>, env: &E, stats: &Stats) {
     // SAFETY: the pages it was charged for are unpinned; nothing uses the
     // record afterwards (the region is only freed from here on).
     unsafe { env.owner_put(region.owner) };
+    region.pin.release(env);
     if region.counted {
         stats::sub(&stats.regions, 1);
     }
@@ -364,6 +382,7 @@ mod tests {
         let r = Region::create(
             &env,
             &stats,
+            &env.pin_counts,
             SegList::new(&[iov(0x10, 0)]).unwrap(),
             attrs(PROT_READ),
         )
@@ -378,7 +397,14 @@ mod tests {
         let (env, stats) = (MockEnv::new(), Stats::new());
         let a = env.map(8192, true);
         let l = SegList::new(&[iov(a + 10, 5000), iov(a, 100)]).unwrap();
-        let r = Region::create(&env, &stats, l, attrs(PROT_READ | PROT_WRITE)).unwrap();
+        let r = Region::create(
+            &env,
+            &stats,
+            &env.pin_counts,
+            l,
+            attrs(PROT_READ | PROT_WRITE),
+        )
+        .unwrap();
         assert_eq!(env.pinned(), 3);
         assert_eq!(stats.snapshot().pinned_pages, 3);
         assert_eq!(r.page(0), r.page(2), "the first page twice");
@@ -393,7 +419,7 @@ mod tests {
         let a = env.map(8192, true);
         let l = SegList::new(&[iov(a, 8192), iov(0x1000, 1)]).unwrap();
         assert_eq!(
-            Region::create(&env, &stats, l, attrs(PROT_READ)).err(),
+            Region::create(&env, &stats, &env.pin_counts, l, attrs(PROT_READ)).err(),
             Some(EFAULT)
         );
         assert_eq!(env.pinned(), 0);
@@ -404,7 +430,7 @@ mod tests {
     #[test]
     fn try_get_refuses_a_dying_region() {
         let (env, stats) = (MockEnv::new(), Stats::new());
-        let r = Region::create(&env, &stats, SegList::empty(), attrs(0)).unwrap();
+        let r = Region::create(&env, &stats, &env.pin_counts, SegList::empty(), attrs(0)).unwrap();
         assert!(r.try_get());
         assert_eq!(r.refcount(), 2);
         r.refs.store(0, Ordering::SeqCst);

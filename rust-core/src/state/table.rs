@@ -24,16 +24,18 @@
 //! (`RegionCount`), so counting costs the same however many contexts
 //! there are.
 //!
-//! No hold of the table lock does work that grows with the table or with
-//! the number of contexts: a release looks at most `SCAN_PER_HOLD` slots
-//! per hold.  [`Table::hold_work_max`] records the most work one hold did
+//! No hold of the table lock does work that grows with the table, the
+//! number of contexts or the number of account keys counted: a release
+//! looks at most `SCAN_PER_HOLD` slots per hold, and a key's count is
+//! found, added or dropped moving at most `counts::MIGRATE_PER_NEW_KEY`
+//! entries (`state::counts`).  [`Table::hold_work_max`] records the most work one hold did
 //! (slots looked at plus count entries moved), which test builds expose.
 
 use crate::edge::errno::{KResult, EINVAL, ENOMEM};
 use crate::edge::kalloc::KBox;
 use crate::edge::shim::{Env, RcuGuard, TableGuard};
 use crate::state::account::{AccountRef, RegionCount};
-use crate::state::counts::Counts;
+use crate::state::counts::{seed, Counts};
 use crate::state::region::{self, Region, RegionRef};
 use crate::state::stats::Stats;
 use core::cell::UnsafeCell;
@@ -293,7 +295,13 @@ impl Table {
     /// Counts a new region of `account` (and its context): ENOMEM when a
     /// level of the account holds `max` already, the node `node_max`, or
     /// memory is short.  Table lock held.
-    fn count_new(&self, account: AccountRef, max: u64, node_max: u64) -> KResult<()> {
+    fn count_new<E: Env>(
+        &self,
+        env: &E,
+        account: AccountRef,
+        max: u64,
+        node_max: u64,
+    ) -> KResult<()> {
         // SAFETY: table lock held; the borrow ends here.
         let live = unsafe { self.live() };
         if live.total >= node_max {
@@ -302,7 +310,7 @@ impl Table {
         // SAFETY: the region is being inserted by its (live) context, with
         // the table lock held.
         if let Some(a) = unsafe { account.get() } {
-            a.charge(&mut live.users, max)?;
+            a.charge(&mut live.users, 1, max, || seed(env))?;
         }
         // SAFETY: as above.
         if let Some(c) = unsafe { account.regions() } {
@@ -319,7 +327,7 @@ impl Table {
         // SAFETY: the slot was LIVE within this hold of the lock (caller's
         // contract), so the context lives (AccountRef's invariant).
         if let Some(a) = unsafe { account.get() } {
-            a.uncharge(&mut live.users);
+            a.uncharge(&mut live.users, 1);
         }
         // SAFETY: as above.
         if let Some(c) = unsafe { account.regions() } {
@@ -336,7 +344,7 @@ impl Table {
         let account = region.attrs().account;
         let (max, node_max) = (env.regions_per_user(), env.regions_max());
         let guard = self.hold(env);
-        let slot = self.count_new(account, max, node_max).and_then(|()| {
+        let slot = self.count_new(env, account, max, node_max).and_then(|()| {
             self.alloc_slot()
                 .and_then(|i| Ok((i, self.slot(i).ok_or(ENOMEM)?)))
                 .inspect_err(|_| {
@@ -659,7 +667,7 @@ mod tests {
             owner_uid: 0,
             account: AccountRef::of(&ACCOUNT, count),
         };
-        Region::create(env, stats, layout, attrs).unwrap()
+        Region::create(env, stats, &env.pin_counts, layout, attrs).unwrap()
     }
 
     #[test]

@@ -58,7 +58,8 @@ impl Workers {
     /// false then, and nothing changed.
     pub fn take<E: Env>(&self, env: &E, account: &Account, max: u64, node_max: u64) -> bool {
         self.with(env, |l| {
-            if l.total >= node_max || account.charge(&mut l.levels, max).is_err() {
+            let seed = || crate::state::counts::seed(env);
+            if l.total >= node_max || account.charge(&mut l.levels, 1, max, seed).is_err() {
                 return false;
             }
             l.total += 1;
@@ -69,7 +70,7 @@ impl Workers {
     /// Gives back one thread of `account`.
     pub fn give<E: Env>(&self, env: &E, account: &Account) {
         self.with(env, |l| {
-            account.uncharge(&mut l.levels);
+            account.uncharge(&mut l.levels, 1);
             l.total = l.total.saturating_sub(1);
         });
     }

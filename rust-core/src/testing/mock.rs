@@ -111,8 +111,21 @@ pub struct MockEnv {
     pub bound: Mutex<Option<(u32, Vec<u8>)>>,
     /// Pages charged to the (single) mock mm: its `pinned_vm`.
     pub pinned_vm: AtomicU64,
-    /// RLIMIT_MEMLOCK in pages; None: unlimited (CAP_IPC_LOCK).
+    /// Pages charged to each kernel uid's `user->locked_vm` by owner
+    /// records (the shim's charge, per uid of the current task).
+    pub locked_vm: Mutex<std::collections::HashMap<u32, u64>>,
+    /// RLIMIT_MEMLOCK in pages; None: unlimited.
     pub memlock_pages: Mutex<Option<u64>>,
+    /// The current task has CAP_IPC_LOCK.
+    pub ipc_lock: AtomicBool,
+    /// The current task: its uid in the initial namespace and its account
+    /// chain (`Env::pin_account`), uid 0 and `[0]` at first.
+    pub task: Mutex<(u32, Vec<u64>)>,
+    pins: Mutex<bool>,
+    pins_cv: Condvar,
+    /// Pinned-page counts for the tests that make regions without a
+    /// device (regions made through a device use the device's).
+    pub pin_counts: crate::state::pins::Pins,
     /// Owner records not yet put.
     pub owners: AtomicUsize,
     /// The `ptrace` access policy is in force.
@@ -179,7 +192,13 @@ impl MockEnv {
             notifies: AtomicUsize::new(0),
             bound: Mutex::new(None),
             pinned_vm: AtomicU64::new(0),
+            locked_vm: Mutex::new(Default::default()),
             memlock_pages: Mutex::new(None),
+            ipc_lock: AtomicBool::new(false),
+            task: Mutex::new((0, vec![0])),
+            pins: Mutex::new(false),
+            pins_cv: Condvar::new(),
+            pin_counts: crate::state::pins::Pins::new(),
             owners: AtomicUsize::new(0),
             ptrace_policy: AtomicBool::new(false),
             ptrace_denied: AtomicBool::new(false),
@@ -530,22 +549,71 @@ impl Env for MockEnv {
         Ok(())
     }
 
-    /// Like the shim: charge, refuse over the limit, record the charge.
+    /// Like the shim: charge the current uid's locked_vm, refuse over the
+    /// limit (unless CAP_IPC_LOCK: then not charged), count pinned_vm,
+    /// record the charge.
     fn owner_new(&self, pages: u64) -> KResult<OwnerPtr> {
-        let now = self.pinned_vm.fetch_add(pages, SeqCst) + pages;
-        if matches!(*self.memlock_pages.lock().unwrap(), Some(lim) if now > lim) {
-            self.pinned_vm.fetch_sub(pages, SeqCst);
+        let uid = self.task.lock().unwrap().0;
+        let mut locked = self.locked_vm.lock().unwrap();
+        let cur = locked.get(&uid).copied().unwrap_or(0);
+        let limit = self.memlock_pages.lock().unwrap().unwrap_or(u64::MAX);
+        let charged = if cur.saturating_add(pages) <= limit {
+            *locked.entry(uid).or_default() += pages;
+            true
+        } else if self.ipc_lock.load(SeqCst) {
+            false
+        } else {
             return Err(EDQUOT);
-        }
+        };
+        drop(locked);
+        self.pinned_vm.fetch_add(pages, SeqCst);
         self.owners.fetch_add(1, SeqCst);
-        Ok(OwnerPtr(Box::into_raw(Box::new(pages)).cast()))
+        let rec = (charged.then_some(uid), pages);
+        Ok(OwnerPtr(Box::into_raw(Box::new(rec)).cast()))
     }
 
     unsafe fn owner_put(&self, owner: OwnerPtr) {
-        // SAFETY: owner_new made it from a Box<u64>; put once (contract).
-        let pages = *unsafe { Box::from_raw(owner.0.cast::<u64>()) };
+        // SAFETY: owner_new made it from a Box; put once (contract).
+        let (uid, pages) = *unsafe { Box::from_raw(owner.0.cast::<(Option<u32>, u64)>()) };
+        if let Some(uid) = uid {
+            let mut locked = self.locked_vm.lock().unwrap();
+            if let Some(n) = locked.get_mut(&uid) {
+                *n -= pages;
+                if *n == 0 {
+                    locked.remove(&uid);
+                }
+            }
+        }
         self.pinned_vm.fetch_sub(pages, SeqCst);
         self.owners.fetch_sub(1, SeqCst);
+    }
+
+    fn pin_account(&self, keys: &mut [u64]) -> usize {
+        let task = self.task.lock().unwrap();
+        let n = task.1.len().min(keys.len());
+        keys[..n].copy_from_slice(&task.1[..n]);
+        n
+    }
+
+    fn memlock_limit(&self) -> u64 {
+        self.memlock_pages.lock().unwrap().unwrap_or(u64::MAX)
+    }
+
+    fn memlock_over(&self, _pages: u64, _limit: u64, _pinned: u64) -> bool {
+        self.ipc_lock.load(SeqCst)
+    }
+
+    fn pins_lock(&self) {
+        let mut locked = self.pins.lock().unwrap();
+        while *locked {
+            locked = self.pins_cv.wait(locked).unwrap();
+        }
+        *locked = true;
+    }
+
+    fn pins_unlock(&self) {
+        *self.pins.lock().unwrap() = false;
+        self.pins_cv.notify_one();
     }
 
     fn access_policy(&self) -> AccessPolicy {

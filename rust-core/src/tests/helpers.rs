@@ -251,6 +251,7 @@ pub(super) fn finish(d: &Dev, ctxs: Vec<KBox<Context>>) {
     assert_eq!(s.offload_threads, 0, "offload threads not given back");
     assert_eq!(d.env.pinned(), 0, "pages left pinned");
     assert_eq!(d.env.dma.open.load(SeqCst), 0, "DMA batch left open");
+    assert_eq!(d.pins.keys(&d.env), 0, "pinned pages left counted");
     d.exit();
 }
 

@@ -11,3 +11,4 @@ mod offload;
 mod offload_bound;
 mod sync;
 mod table_holds;
+mod tenants;

@@ -1,21 +1,66 @@
 //! Issue 21, item 7: no hold of the table lock does work that grows with
 //! the number of contexts or the table's size, and the per-context region
 //! counts (kept in each context) agree with a model of what each context
-//! created, destroyed, lost to a single-use consumer and released.
+//! created, destroyed, lost to a single-use consumer and released.  Issue
+//! 33: nor with the number of account keys counted (100k here).
 
 use super::helpers::{create, destroy, dev, finish, inline, Inline, OK, R};
 use crate::edge::kalloc::KBox;
 use crate::state::context::Context;
+use crate::state::counts::MIGRATE_PER_NEW_KEY;
 use crate::state::table::SCAN_PER_HOLD;
 use knem_abi::KNEM_FLAG_SINGLEUSE;
 use proptest::prelude::*;
 use std::vec::Vec;
 
-/// Count entries one hold may move besides the slots it looks at: the
-/// per-user counts of these tests hold two keys (uids 1 and 2), and adding
-/// or dropping one, or growing the array (8 entries first), moves at most
-/// the 8 entries there are room for.
-const KEYS_MOVED_MAX: u64 = 8;
+/// Count entries one hold may move besides the slots it looks at: a hold
+/// adds or drops at most one key per level of one account (these tests'
+/// accounts have one level), and a new key moves at most
+/// `MIGRATE_PER_NEW_KEY` entries of a growing array, a dropped one none,
+/// however many keys there are.
+const KEYS_MOVED_MAX: u64 = MIGRATE_PER_NEW_KEY as u64;
+
+/// 100k contexts of 100k accounts (one key each, made in descending
+/// order, each new key first in key order) with one region each, then
+/// destroyed in ascending order (each dropped key first in key order): no
+/// hold moved more than `KEYS_MOVED_MAX` count entries, and every count is
+/// back at 0.
+#[test]
+fn table_hold_work_independent_of_keys() {
+    const KEYS: u32 = 100_000;
+    let d = dev();
+    let m = d.env.map(4096, true);
+    d.table.hold_work_max(true);
+    let ctxs: Vec<(KBox<Context>, u64)> = (0..KEYS)
+        .rev()
+        .map(|uid| {
+            let c = d.ctx_new(uid + 10).unwrap();
+            let k = create(&d, &c, &[(m, 8)], R, 0).unwrap();
+            (c, k)
+        })
+        .collect();
+    let most = d.table.hold_work_max(true);
+    assert!(
+        most <= KEYS_MOVED_MAX,
+        "{most} count entries moved in one hold of the table lock ({KEYS} keys)"
+    );
+    assert_eq!(d.table.user_regions(&d.env, KEYS + 9), 1);
+    let ctxs: Vec<KBox<Context>> = ctxs
+        .into_iter()
+        .rev()
+        .map(|(c, k)| {
+            assert_eq!(destroy(&d, &c, k), 0);
+            c
+        })
+        .collect();
+    let most = d.table.hold_work_max(false);
+    assert!(
+        most <= KEYS_MOVED_MAX,
+        "{most} slots and count entries in one hold of the table lock ({KEYS} keys)"
+    );
+    assert_eq!(d.table.user_regions(&d.env, KEYS + 9), 0);
+    finish(&d, ctxs);
+}
 
 /// 3000 contexts with one region each, released in the order they were
 /// made (the order in which a sorted array of per-context counts would

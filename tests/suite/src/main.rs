@@ -170,6 +170,8 @@ const TESTS: &[Test] = &[
     ("account_bounds_across_userns_uids",       t_security::account_bounds_across_userns_uids),
     ("memlock_per_user_across_exec",            t_security::memlock_per_user_across_exec),
     ("memlock_cap_ipc_lock_only_in_initial_userns", t_security::memlock_cap_ipc_lock_only_in_initial_userns),
+    ("root_namespaces_have_their_own_bounds",   t_security::root_namespaces_have_their_own_bounds),
+    ("memlock_shared_by_subordinate_uids",      t_security::memlock_shared_by_subordinate_uids),
     ("empty_iovecs_hold_no_kernel_memory",      t_security::empty_iovecs_hold_no_kernel_memory),
     ("per_open_memory_charged_to_memcg",        t_security::per_open_memory_charged_to_memcg),
     ("pin_count_refused_before_overflow",       t_pincount::pin_count_refused_before_overflow),

@@ -326,6 +326,143 @@ pub fn memlock_cap_ipc_lock_only_in_initial_userns() -> TestResult {
                 "{COUNTER} grew to +{refused} after CAP_IPC_LOCK in the initial namespace pinned, expected +2"
             );
             Ok(())
+
+/// First uids of two namespaces that root creates, as a rootful container
+/// runtime maps them.
+const ROOT_NS_BASES: [u32; 2] = [300_000, 400_000];
+
+/// Runs `f` in a forked process that is root in the initial namespace and
+/// creates a user namespace of its own (so root is its owner), whose uids
+/// and gids 0..SUBUIDS map to `base`.., as root in it.
+fn in_root_namespace(
+    base: u32,
+    f: impl FnOnce(&mut crate::util::Chan) -> TestResult,
+) -> TestResult<Peer> {
+    let mut peer = spawn_peer(|chan| {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
+            .ctx("unshare(CLONE_NEWUSER) as root")?;
+        chan.send(1)?;
+        chan.recv()?;
+        setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
+            .ctx("setresgid(0) in the namespace")?;
+        setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
+            .ctx("setresuid(0) in the namespace")?;
+        f(chan)
+    })?;
+    peer.recv()?;
+    let pid = peer.pid();
+    let map = format!("0 {base} {SUBUIDS}");
+    std::fs::write(format!("/proc/{pid}/uid_map"), &map).ctx("write uid_map")?;
+    std::fs::write(format!("/proc/{pid}/gid_map"), &map).ctx("write gid_map")?;
+    peer.send(1)?;
+    Ok(peer)
+}
+
+/// Declares zero-length regions on `dev` until ENOMEM (at most 64).
+fn regions_until_refused(dev: &Device, mem: &Mem) -> TestResult<Vec<knem::Cookie>> {
+    let mut held = Vec::new();
+    while held.len() < 64 {
+        // SAFETY: our own scratch page, never touched (length 0).
+        let r = unsafe {
+            dev.create_region_raw(
+                &[Iovec::from_raw(mem.addr(0), 0)],
+                Protection::READ,
+                RegionFlags::NONE,
+            )
+        };
+        match r {
+            Ok(c) => held.push(c),
+            Err(e) if e.errno() == Some(Errno::ENOMEM) => break,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(held)
+}
+
+/// Issue 33, M2: sibling user namespaces that root created (rootful
+/// containers) each have a budget of their own, as the kernel's ucounts
+/// give them, not root's shared one.  With max_regions_per_user=6, root
+/// of namespace A declares regions until refused (6) and holds them; root
+/// of namespace B then gets 6 too, and root of the initial namespace 6,
+/// all held at once.
+pub fn root_namespaces_have_their_own_bounds() -> TestResult {
+    const REGIONS: u64 = 6;
+    with_device_open_to_all(|| {
+        let regions = counter("regions")?;
+        with_param("max_regions_per_user", &REGIONS.to_string(), || {
+            let fill = |chan: &mut crate::util::Chan| -> TestResult {
+                let dev = Device::open().ctx("open in the namespace")?;
+                let mem = Mem::new(1)?;
+                let held = regions_until_refused(&dev, &mem)?;
+                chan.send(held.len() as u64)?;
+                chan.recv()?;
+                drop((held, dev));
+                Ok(())
+            };
+            let mut peers = Vec::new();
+            let mut got = Vec::new();
+            for base in ROOT_NS_BASES {
+                let mut p = in_root_namespace(base, fill)?;
+                got.push(p.recv()?);
+                peers.push(p);
+            }
+            let dev = Device::open().ctx("open as root")?;
+            let mem = Mem::new(1)?;
+            let root = regions_until_refused(&dev, &mem)?.len() as u64;
+            for p in peers.iter_mut() {
+                p.send(0)?;
+            }
+            for p in peers {
+                p.finish()?;
+            }
+            ensure!(
+                got == [REGIONS, REGIONS] && root == REGIONS,
+                "namespaces A and B of root held {got:?} regions at once, then root {root}: expected {REGIONS} each (a bound per namespace)"
+            );
+            Ok(())
+        })?;
+        crate::stats::wait_counter("regions", regions)
+    })
+}
+
+/// Issue 33, M3: an account's subordinate uids share its RLIMIT_MEMLOCK.
+/// With a limit of 16 pages, 4 uids of uid 1000's namespace (4 kernel
+/// uids, each with a locked_vm of its own) each try to pin 16 pages at
+/// once and hold them: 16 pages in all, every other attempt ENOMEM.
+pub fn memlock_shared_by_subordinate_uids() -> TestResult {
+    const UIDS: u32 = 4;
+    with_param("account_pinned", "1", || {
+        with_device_open_to_all(|| {
+            let pinned = counter("pinned_pages")?;
+            in_account_namespace(|| {
+                set_memlock(MEMLOCK_PAGES)?;
+                let per_uid = as_each_uid(0..UIDS, |id| {
+                    let dev = Device::open().ctx(&format!("open as uid {id}"))?;
+                    let mem = Mem::new(MEMLOCK_PAGES as usize)?;
+                    let len = MEMLOCK_PAGES as usize * PAGE;
+                    // SAFETY: our own scratch pages, only read.
+                    let r = unsafe {
+                        dev.create_region_raw(
+                            &[Iovec::from_raw(mem.addr(0), len as u64)],
+                            Protection::READ,
+                            RegionFlags::NONE,
+                        )
+                    };
+                    let pages = match r {
+                        Ok(_) => MEMLOCK_PAGES,
+                        Err(e) if e.errno() == Some(Errno::ENOMEM) => 0,
+                        Err(e) => return Err(format!("uid {id}: {e}")),
+                    };
+                    Ok((pages, Box::new((dev, mem))))
+                })?;
+                let total: u64 = per_uid.iter().sum();
+                ensure!(
+                    total == MEMLOCK_PAGES,
+                    "{UIDS} uids of one account's namespace pinned {total} pages at once ({per_uid:?}) with RLIMIT_MEMLOCK at {MEMLOCK_PAGES}"
+                );
+                Ok(())
+            })?;
+            crate::stats::wait_counter("pinned_pages", pinned)
         })
     })
 }
