@@ -23,7 +23,7 @@ fi
 # finds them absent and skips them.
 apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
 	dpkg-dev build-essential autoconf automake libtool pkg-config \
-	libnuma-dev openmpi-bin libopenmpi-dev >/dev/null
+	libnuma-dev openmpi-bin libopenmpi-dev strace >/dev/null
 
 if [ ! -f "$srcdir/.unpacked" ]; then
 	rm -rf "$srcdir" && mkdir -p "$srcdir"
