@@ -149,7 +149,7 @@ xhc_bcast() {
 		--mca pml ob1 --mca btl self,sm --mca smsc knem \
 		--mca coll_knemrs_priority 0 --mca coll_knemrs_threshold 4096 \
 		--mca coll_xhc_priority 100 --mca coll_base_verbose 10 \
-		"$coll_check" bcast || return
+		"$rank_files" "/tmp/$label-xhc-bcast-2.log" "$coll_check" bcast || return
 	selected=$(grep -ac 'coll:base:comm_select: selecting *xhc, priority *100, Enabled' "$log")
 	single=$(coll_expected)
 	db=$(($(knem_bytes) - b0))

@@ -34,6 +34,9 @@ verify) want_passed=$((want_passed + 2)) ;;
 no-bench) want_passed=$((want_passed + 7)) ;;
 *) want_passed=$((want_passed + 8)) ;;
 esac
+# Each rank writes its output to files of its own (rank-files.sh, in
+# coll_run's $log.RANK.out and .err), not through mpirun.
+rank_files=$(dirname "$0")/rank-files.sh
 mpirun_knemrs() {
 	np=$1
 	shift
@@ -41,7 +44,7 @@ mpirun_knemrs() {
 	mpirun $knemrs_launch -np "$np" \
 		--mca mca_base_component_path "$knemrs_path" \
 		$knemrs_transport \
-		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$@"
+		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$rank_files" "$log" "$@"
 }
 
 # coll_job NAME EXPECTED NP ARGS...: coll_check ARGS on NP ranks, every
@@ -51,21 +54,23 @@ mpirun_knemrs() {
 # coll_run NAME COMMAND...: run a coll_check job into /tmp/NAME.log (as
 # $log), show its report, and fail NAME (returning 1) unless it exited 0
 # with every byte verified.
-# mpirun forwards each rank's stdout and stderr as it reads them, up to
-# 4 KiB at a time, so a read can end inside a line: merged into one file
-# (2>&1), rank 0's report could land in the middle of another rank's
-# coll_base_verbose line, where "^coll_check:" does not find it.  Rank 0
-# alone writes to stdout: kept apart, its lines stay whole; $log is
-# stdout, then stderr.
+# COMMAND starts the ranks through rank-files.sh "$log" (mpirun_knemrs
+# and knemrs_as_nobody do): mpirun forwards what the ranks write as it
+# reads it, up to 4 KiB at a time, so a read can end inside a line, and
+# through mpirun into one file rank 0's report could land in the middle
+# of another rank's coll_base_verbose line, where "^coll_check:" does not
+# find it (nor a count of verbose lines the cut one).  $log is mpirun's
+# stdout, the ranks' stdout, mpirun's stderr, the ranks' stderr.
 coll_run() {
 	local t0 rc
 	name=$1
 	shift
 	log=/tmp/$name.log
+	rm -f "$log".*
 	t0=$(date +%s)
 	"$@" > "$log.out" 2> "$log.err"
 	rc=$?
-	cat "$log.out" "$log.err" > "$log"
+	cat "$log.out" "$log".[0-9]*.out "$log.err" "$log".[0-9]*.err > "$log" 2> /dev/null
 	if [ "$rc" -ne 0 ]; then
 		fail "$name" "mpirun exited with status $rc"
 		return 1
@@ -167,7 +172,7 @@ knemrs_as_nobody() {
 	(ulimit -l unlimited && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
 		env HOME=/tmp/nobody TMPDIR=/tmp/nobody "$(command -v mpirun)" $knemrs_launch \
 		-np "$np" --mca mca_base_component_path "$knemrs_path" $knemrs_transport \
-		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$@")
+		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$rank_files" "$log" "$@")
 }
 
 knemrs_cache_checks() {
