@@ -208,7 +208,7 @@ knemrs_cache_checks() {
 	line="regions created $created in $repeats repeated calls on $np ranks ($((repeats * np)) without the cache)"
 	line="$line; the cache's reports on $reports ranks: hits $hits (expected $((np * ${all:-0} - drc))), misses $misses"
 	line="$line (expected knem's regions created, $drc), invalidated $invalidated (expected $((np * (2 + 5 * 3 - 1))))"
-	if [ -z "$created" ] || [ -z "$all" ] || [ "$repeats" -ne $((5 * calls)) ] || [ "$created" -gt $((2 * 5 * np)) ] ||
+	if [ -z "$created" ] || [ -z "$all" ] || [ -z "$repeats" ] || [ "$repeats" -ne $((5 * calls)) ] || [ "$created" -gt $((2 * 5 * np)) ] ||
 		[ "$all" -ne $((1 + 5 * calls + 5 * 3 + 5 * 2)) ] || [ "$reports" -ne "$np" ] ||
 		[ "$misses" -ne "$drc" ] || [ "$drc" -ne $((np * (1 + 5 * 3 + 5 * 2) + created)) ] ||
 		[ "$hits" -ne $((np * all - drc)) ] || [ "$invalidated" -ne $((np * (2 + 5 * 3 - 1))) ] ||
