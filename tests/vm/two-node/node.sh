@@ -179,7 +179,7 @@ counted() {
 	shift 2
 	counts_lost=
 	ba0=$(knem_bytes a) || counts_lost="node-a's knem bytes unreadable before the job"
-	bb0=$(knem_bytes b) || counts_lost="node-b's knem bytes unreadable before the job (rsh.py failed)"
+	bb0=$(knem_bytes b) || counts_lost=${counts_lost:-"node-b's knem bytes unreadable before the job (rsh.py failed)"}
 	t0=$(date +%s)
 	# The ranks' stdout apart from their stderr: mpirun may cut lines
 	# where it reads (tests/interop/knemrs.sh's coll_run).
@@ -188,8 +188,8 @@ counted() {
 	cat "/tmp/$name.log.out" "/tmp/$name.log.err" > "/tmp/$name.log"
 	secs=$(($(date +%s) - t0))
 	grep -a "^$prefix:" "/tmp/$name.log" | sed 's/^/    /'
-	ba1=$(knem_bytes a) || counts_lost="node-a's knem bytes unreadable after the job"
-	bb1=$(knem_bytes b) || counts_lost="node-b's knem bytes unreadable after the job (rsh.py failed)"
+	ba1=$(knem_bytes a) || counts_lost=${counts_lost:-"node-a's knem bytes unreadable after the job"}
+	bb1=$(knem_bytes b) || counts_lost=${counts_lost:-"node-b's knem bytes unreadable after the job (rsh.py failed)"}
 	if [ -n "$counts_lost" ]; then
 		dba=unknown dbb=unknown
 	else
