@@ -115,9 +115,13 @@ run_check uct-put-zcopy $((size * (iters + 1))) \
 # its own system calls (strace, perftest_trace): the client must have made
 # exactly one per get, the server at least one, and knem must have moved
 # exactly one buffer per copy of either side (an extra copy per get, or a
-# copy of more than its size, shows).
+# copy of more than its size, shows).  UCX cuts a zero-copy get into
+# UCX_KNEM_SEG_SIZE pieces (512 KiB), one ioctl each: here a piece is the
+# whole buffer.
 b0=$(knem_bytes) f0=$(counter copies_failed)
 perftest_trace=/tmp/uct-get-zcopy
+UCX_KNEM_SEG_SIZE=$size
+export UCX_KNEM_SEG_SIZE
 if perftest 13338 -t get -x knem -d memory -D zcopy -s $size -n $iters \
 	> /tmp/uct-get-zcopy.log 2>&1; then
 	gets=$(knem_copies /tmp/uct-get-zcopy.client) polls=$(knem_copies /tmp/uct-get-zcopy.server)
@@ -131,6 +135,7 @@ else
 	fail uct-get-zcopy "ucx_perftest failed"
 fi
 perftest_trace=
+unset UCX_KNEM_SEG_SIZE
 # UCP tag matching, knem the only zero-copy transport: each message is one
 # rendezvous, one knem copy of the whole message.
 UCX_TLS=self,posix,knem
@@ -171,22 +176,24 @@ UCX_TLS=self,posix,knem
 # their knem ioctls that failed with ENOMEM, and no other.  Which of the
 # smaller messages UCX gets pinned depends on its registration cache, so
 # knem's bytes are bounded: at least the smallest message (512 KiB + 5)
-# and at most 8 MiB for each knem copy the ranks made, and never a byte of
-# the messages above the limit (mpi_check 8388608 counts those; the 2-rank
-# job above counted them all).
+# and at most 8 MiB for each knem copy the ranks made (UCX_KNEM_SEG_SIZE
+# 64 MiB: one copy per message), and never a byte of the messages above
+# the limit (mpi_check 8388608 counts those; the 2-rank job above counted
+# them all).
 refused0=$(counter pins_refused_memlock)
 b0=$(knem_bytes) f0=$(counter copies_failed)
 rm -rf /tmp/nobody && mkdir -p /tmp/nobody && chown nobody /tmp/nobody
 limit=8388608
 if (ulimit -l $((limit / 1024)) && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
-	env HOME=/tmp/nobody TMPDIR=/tmp/nobody \
+	env HOME=/tmp/nobody TMPDIR=/tmp/nobody UCX_KNEM_SEG_SIZE=64m \
 	strace -ff -qq --seccomp-bpf -e trace=ioctl -e raw=ioctl -o /tmp/nobody/memlock.strace \
 	sh -c "$(command -v mpirun) --oversubscribe -np 2 \
 	--mca pml ucx --mca btl self \
 	--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any \
 	--mca coll_tuned_use_dynamic_rules 1 \
 	--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
-	-x LD_LIBRARY_PATH -x UCX_TLS -x UCX_RNDV_THRESH -x UCX_WARN_UNUSED_ENV_VARS $mpi_check $limit") \
+	-x LD_LIBRARY_PATH -x UCX_TLS -x UCX_RNDV_THRESH -x UCX_WARN_UNUSED_ENV_VARS -x UCX_KNEM_SEG_SIZE \
+	$mpi_check $limit") \
 	> /tmp/memlock.log.out 2> /tmp/memlock.log.err; then
 	cat /tmp/memlock.log.out /tmp/memlock.log.err > /tmp/memlock.log
 	refused=$(($(counter pins_refused_memlock) - refused0))
