@@ -197,8 +197,8 @@ if (ulimit -l $((limit / 1024)) && exec setpriv --reuid=nobody --regid=nogroup -
 	> /tmp/memlock.log.out 2> /tmp/memlock.log.err; then
 	cat /tmp/memlock.log.out /tmp/memlock.log.err > /tmp/memlock.log
 	refused=$(($(counter pins_refused_memlock) - refused0))
-	enomem=$(cat /tmp/nobody/memlock.strace.* | grep -c 'ioctl(0x[0-9a-f]*, 0x[0-9a-f]*4b[0-9a-f][0-9a-f], .*) = -1 ENOMEM')
-	copies=$(cat /tmp/nobody/memlock.strace.* | grep -c 'ioctl(0x[0-9a-f]*, 0x[0-9a-f]*4b3[35], .*) = 0')
+	enomem=$(cat /tmp/nobody/memlock.strace.* | grep -c 'ioctl(0x[0-9a-f]*, 0x[0-9a-f]*4b[0-9a-f][0-9a-f], .*) *= -1 ENOMEM')
+	copies=$(cat /tmp/nobody/memlock.strace.* | grep -c 'ioctl(0x[0-9a-f]*, 0x[0-9a-f]*4b3[35], .*) *= 0$')
 	"$knem_stat" > /tmp/knem-stat.log 2>&1
 	warning=$(grep '^knem-stat: warning: RLIMIT_MEMLOCK refused' /tmp/knem-stat.log | head -n 1)
 	db=$(($(knem_bytes) - b0)) df=$(($(counter copies_failed) - f0))
