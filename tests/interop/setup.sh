@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the interop stage needs on a Debian 12 machine (root): Debian's
-# Open MPI 4.1.4 (runtime and mpicc), the source of Debian's UCX 1.13.1 and
-# what building it needs.  Safe to re-run.
+# Open MPI 4.1.4 (runtime and mpicc), strace (the guest counts the knem
+# ioctls of ucx_perftest and of the memlock job), the source of Debian's
+# UCX 1.13.1 and what building it needs.  Safe to re-run.
 #
 #   tests/interop/setup.sh SRCDIR   unpack UCX's Debian source into SRCDIR
 set -euo pipefail
