@@ -9,6 +9,16 @@
 sysfs=/sys/class/misc/knem
 passed=0
 failed=0
+# The checks this run must pass, set from what it was asked to run (each
+# script adds its own): a check that vanishes fails the run.
+want_passed=0
+
+# passed_line: the last line, "interop: N passed (expected M), N failed";
+# succeeds when none failed and every expected check passed.
+passed_line() {
+	echo "interop: $passed passed (expected $want_passed), $failed failed"
+	[ "$failed" -eq 0 ] && [ "$passed" -eq "$want_passed" ]
+}
 
 counter() { cat "$sysfs/$1"; }
 knem_bytes() {
@@ -21,7 +31,15 @@ coll_expected() {
 	sed -n 's/^coll_check: .*knem bytes expected \([0-9]*\)$/\1/p' "$log"
 }
 
+# fail CHECK WHY [LOG]: CHECK failed.  The job's whole log (LOG, by
+# default /tmp/CHECK.log when there is one) goes to the console first:
+# the guest's /tmp dies with it, the console reaches the host (and CI).
 fail() {
+	fail_log=${3:-/tmp/$1.log}
+	if [ -f "$fail_log" ]; then
+		echo "interop: $1: the whole of $fail_log ($(wc -l < "$fail_log") lines):"
+		sed 's/^/    | /' "$fail_log"
+	fi
 	echo "interop: $1: FAIL: $2"
 	failed=$((failed + 1))
 }
@@ -51,7 +69,6 @@ run_check() {
 	"$@" > "/tmp/$name.log" 2>&1
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
-		sed 's/^/    /' "/tmp/$name.log" | tail -n 30
 		fail "$name" "exited with status $rc"
 		return
 	fi
@@ -68,10 +85,12 @@ mpi_moved() { sed -n 's/^mpi_check: .*large-message bytes \([0-9]*\)$/\1/p' "/tm
 mpi_job() {
 	name=$1 want_knem=$2 launcher=$3 np=$4
 	b0=$(knem_bytes) f0=$(counter copies_failed)
-	"$launcher" "$np" "$mpi_check" > "/tmp/$name.log" 2>&1
+	# Rank 0's report on stdout apart from the ranks' stderr (as
+	# knemrs.sh's coll_run): mpirun may cut lines where it reads.
+	"$launcher" "$np" "$mpi_check" > "/tmp/$name.log.out" 2> "/tmp/$name.log.err"
 	rc=$?
+	cat "/tmp/$name.log.out" "/tmp/$name.log.err" > "/tmp/$name.log"
 	if [ "$rc" -ne 0 ]; then
-		sed 's/^/    /' "/tmp/$name.log" | tail -n 30
 		fail "$name" "mpirun exited with status $rc"
 		return
 	fi

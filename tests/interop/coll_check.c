@@ -674,9 +674,13 @@ int main(int argc, char **argv)
 
 	MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Allreduce(&calls, &all_calls, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-	if (me == 0)
+	/* Written now, before MPI_Finalize, not when exit() flushes the
+	 * buffer: a rank that fails in MPI_Finalize still leaves its report. */
+	if (me == 0) {
 		printf("coll_check: %s: ranks %d, calls %lld, bad bytes %lld, "
 		       "knem bytes expected %lld\n", mode, np, all_calls, all_bad, knem);
+		fflush(stdout);
+	}
 	MPI_T_cvar_handle_free(&threshold_handle);
 	MPI_T_finalize();
 	MPI_Finalize();

@@ -35,6 +35,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export UCX_RNDV_THRESH=65536
 # Each rank sees variables that only some ranks use: no warning for those.
 export UCX_WARN_UNUSED_ENV_VARS=n
+# ucx_info, three perftests, three mpi_check jobs, the memlock job
+# (knemrs.sh adds its own).
+want_passed=8
 
 # ---- UCX ---------------------------------------------------------------------
 
@@ -42,7 +45,6 @@ if ucx_info -d > /tmp/ucx_info.log 2>&1 && grep -q 'Transport: knem' /tmp/ucx_in
 	echo "interop: ucx_info -d lists $(grep -c 'Transport: knem' /tmp/ucx_info.log) knem transport"
 	passed=$((passed + 1))
 else
-	sed 's/^/    /' /tmp/ucx_info.log | tail -n 30
 	fail ucx_info "no knem transport in ucx_info -d"
 fi
 
@@ -57,26 +59,35 @@ listening() {
 # names it.  No warm-up (-w 0): its iteration count depends on the clock.
 # The client starts once the server listens (it does after opening its
 # transports; up to 30 s) and runs once: a client that fails after
-# reaching the server is a failure, never retried.
+# reaching the server is a failure, never retried.  With $perftest_trace
+# set, each side runs under strace, which records its ioctls in
+# $perftest_trace.server and .client (knem_copies counts them).
 perftest() {
 	port=$1
 	shift
-	ucx_perftest -p "$port" > "/tmp/perftest-server-$port.log" 2>&1 &
+	server_wrap= client_wrap=
+	if [ -n "${perftest_trace:-}" ]; then
+		server_wrap="strace -f -qq -e trace=ioctl -e raw=ioctl -o $perftest_trace.server"
+		client_wrap="strace -f -qq -e trace=ioctl -e raw=ioctl -o $perftest_trace.client"
+	fi
+	# shellcheck disable=SC2086 # the wrapper's words
+	$server_wrap ucx_perftest -p "$port" > "/tmp/perftest-server-$port.log" 2>&1 &
 	server=$!
 	i=0
 	until listening "$port"; do
 		i=$((i + 1))
 		if [ "$i" -ge 300 ] || ! kill -0 "$server" 2>/dev/null; then
 			echo "perftest: the server never listened on port $port"
-			sed 's/^/    server: /' "/tmp/perftest-server-$port.log" | tail -n 20
+			sed 's/^/    server: /' "/tmp/perftest-server-$port.log"
 			kill "$server" 2>/dev/null
 			wait "$server"
 			return 1
 		fi
 		sleep 0.1
 	done
-	if ! ucx_perftest -p "$port" -w 0 "$@" 127.0.0.1; then
-		sed 's/^/    server: /' "/tmp/perftest-server-$port.log" | tail -n 20
+	# shellcheck disable=SC2086 # the wrapper's words
+	if ! $client_wrap ucx_perftest -p "$port" -w 0 "$@" 127.0.0.1; then
+		sed 's/^/    server: /' "/tmp/perftest-server-$port.log"
 		kill "$server" 2>/dev/null
 		wait "$server"
 		return 1
@@ -84,24 +95,11 @@ perftest() {
 	wait "$server"
 }
 
-# get_polls DB SIZE ITERS MAX: the server's polls in a get test that moved
-# DB bytes, ITERS gets of SIZE by the client plus one poll of SIZE at a
-# time.  The poll count is bounded apart from the bytes: at least 1 (the
-# end of the test), at most MAX (one per millisecond of the run).  Prints
-# the count; fails, saying why, when DB is not ITERS gets plus 1 to MAX
-# polls, so that extra copies beyond the bound show.
-get_polls() {
-	db=$1 size=$2 iters=$3 max=$4
-	if [ $((db % size)) -ne 0 ]; then
-		echo "knem bytes +$db are not a whole number of $size-byte copies"
-		return 1
-	fi
-	polls=$((db / size - iters))
-	if [ "$polls" -lt 1 ] || [ "$polls" -gt "$max" ]; then
-		echo "knem bytes +$db are $((db / size)) copies of $size: $iters gets and $polls polls, expected 1 to $max polls"
-		return 1
-	fi
-	echo "$polls"
+# knem_copies STRACE: the KNEM_CMD_INLINE_COPY ioctls (and _BOUNDED:
+# request numbers 0x33 and 0x35 of type 'K') strace recorded (-e raw=ioctl
+# prints the fd and the request in hex).
+knem_copies() {
+	grep -c 'ioctl(0x[0-9a-f]*, 0x[0-9a-f]*4b3[35],' "$1"
 }
 
 size=4194304
@@ -110,26 +108,34 @@ iters=8
 # server, then one more put carries the end-of-test sentinel.
 run_check uct-put-zcopy $((size * (iters + 1))) \
 	perftest 13337 -t put_bw -x knem -d memory -D zcopy -s $size -n $iters
-# UCT get, zero-copy: one get of the whole buffer per iteration, while the
-# server polls for the end of the test with gets of the same size, one per
-# millisecond at most (perftest's responder): knem must have moved the
-# client's gets plus at least one poll, and no more polls than the run
-# lasted milliseconds (get_polls).
+# UCT get, zero-copy: one get of the whole buffer per iteration by the
+# client, while the server polls for the end of the test with gets of the
+# same size, one per millisecond at most (perftest's responder): how many
+# polls depends on the clock.  So each side's knem copies are counted from
+# its own system calls (strace, perftest_trace): the client must have made
+# exactly one per get, the server at least one, and knem must have moved
+# exactly one buffer per copy of either side (an extra copy per get, or a
+# copy of more than its size, shows).  UCX cuts a zero-copy get into
+# UCX_KNEM_SEG_SIZE pieces (512 KiB), one ioctl each: here a piece is the
+# whole buffer.
 b0=$(knem_bytes) f0=$(counter copies_failed)
-t0=$(date +%s%N)
+perftest_trace=/tmp/uct-get-zcopy
+UCX_KNEM_SEG_SIZE=$size
+export UCX_KNEM_SEG_SIZE
 if perftest 13338 -t get -x knem -d memory -D zcopy -s $size -n $iters \
 	> /tmp/uct-get-zcopy.log 2>&1; then
-	ms=$((($(date +%s%N) - t0) / 1000000))
-	db=$(($(knem_bytes) - b0))
-	if polls=$(get_polls "$db" "$size" "$iters" $((ms + 1))); then
-		verify "uct-get-zcopy ($iters gets + $polls polls in $ms ms)" $((size * (iters + polls))) "$b0" "$f0"
+	gets=$(knem_copies /tmp/uct-get-zcopy.client) polls=$(knem_copies /tmp/uct-get-zcopy.server)
+	if [ "$gets" -ne "$iters" ] || [ "$polls" -lt 1 ]; then
+		fail uct-get-zcopy "knem copies: client $gets (expected $iters, one per get), server $polls (expected 1 or more)"
 	else
-		fail uct-get-zcopy "$polls"
+		verify "uct-get-zcopy ($gets gets + $polls polls, each side's copies from its ioctls)" \
+			$((size * (gets + polls))) "$b0" "$f0"
 	fi
 else
-	sed 's/^/    /' /tmp/uct-get-zcopy.log | tail -n 30
 	fail uct-get-zcopy "ucx_perftest failed"
 fi
+perftest_trace=
+unset UCX_KNEM_SEG_SIZE
 # UCP tag matching, knem the only zero-copy transport: each message is one
 # rendezvous, one knem copy of the whole message.
 UCX_TLS=self,posix,knem
@@ -165,40 +171,63 @@ UCX_TLS=self,posix,knem
 
 # As an unprivileged user under the usual 8 MiB memlock limit, the 16 MiB
 # messages cannot be pinned: the job still succeeds (UCX falls back), but
-# the module counts the refusals and knem-stat says what to change.
+# the module counts the refusals and knem-stat says what to change.  The
+# ranks run under strace: every refusal the module counts must be one of
+# their knem ioctls that failed with ENOMEM, and no other.  Which of the
+# smaller messages UCX gets pinned depends on its registration cache, so
+# knem's bytes are bounded: at least the smallest message (512 KiB + 5)
+# and at most 8 MiB for each knem copy the ranks made (UCX_KNEM_SEG_SIZE
+# 64 MiB: one copy per message), and never a byte of the messages above
+# the limit (mpi_check 8388608 counts those; the 2-rank job above counted
+# them all).
 refused0=$(counter pins_refused_memlock)
 b0=$(knem_bytes) f0=$(counter copies_failed)
-mkdir -p /tmp/nobody && chown nobody /tmp/nobody
-if (ulimit -l 8192 && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
-	env HOME=/tmp/nobody TMPDIR=/tmp/nobody sh -c "$(command -v mpirun) --oversubscribe -np 2 \
+rm -rf /tmp/nobody && mkdir -p /tmp/nobody && chown nobody /tmp/nobody
+limit=8388608
+if (ulimit -l $((limit / 1024)) && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
+	env HOME=/tmp/nobody TMPDIR=/tmp/nobody UCX_KNEM_SEG_SIZE=64m \
+	strace -ff -qq --seccomp-bpf -e trace=ioctl -e raw=ioctl -o /tmp/nobody/memlock.strace \
+	sh -c "$(command -v mpirun) --oversubscribe -np 2 \
 	--mca pml ucx --mca btl self \
 	--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any \
 	--mca coll_tuned_use_dynamic_rules 1 \
 	--mca coll_tuned_bcast_algorithm 1 --mca coll_tuned_alltoall_algorithm 1 \
-	-x LD_LIBRARY_PATH -x UCX_TLS -x UCX_RNDV_THRESH -x UCX_WARN_UNUSED_ENV_VARS $mpi_check") \
-	> /tmp/memlock.log 2>&1 && grep -q '^mpi_check: .*, bad bytes 0,' /tmp/memlock.log; then
+	-x LD_LIBRARY_PATH -x UCX_TLS -x UCX_RNDV_THRESH -x UCX_WARN_UNUSED_ENV_VARS -x UCX_KNEM_SEG_SIZE \
+	$mpi_check $limit") \
+	> /tmp/memlock.log.out 2> /tmp/memlock.log.err; then
+	cat /tmp/memlock.log.out /tmp/memlock.log.err > /tmp/memlock.log
 	refused=$(($(counter pins_refused_memlock) - refused0))
+	enomem=$(cat /tmp/nobody/memlock.strace.* | grep -c 'ioctl(0x[0-9a-f]*, 0x[0-9a-f]*4b[0-9a-f][0-9a-f], .*) *= -1 ENOMEM')
+	copies=$(cat /tmp/nobody/memlock.strace.* | grep -c 'ioctl(0x[0-9a-f]*, 0x[0-9a-f]*4b3[35], .*) *= 0$')
 	"$knem_stat" > /tmp/knem-stat.log 2>&1
 	warning=$(grep '^knem-stat: warning: RLIMIT_MEMLOCK refused' /tmp/knem-stat.log | head -n 1)
-	df=$(($(counter copies_failed) - f0))
-	line="pins refused +$refused, knem bytes +$(($(knem_bytes) - b0)), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages)"
-	if [ "$refused" -gt 0 ] && [ -n "$warning" ] && [ "$df" -eq 0 ] &&
+	db=$(($(knem_bytes) - b0)) df=$(($(counter copies_failed) - f0))
+	above=$(mpi_moved memlock) all=$(mpi_moved ompi-ucx-knem-2)
+	lo=$((copies * (512 * 1024 + 5))) hi=$((copies * limit))
+	[ -z "$all" ] || [ -z "$above" ] || [ $((all - above)) -ge "$hi" ] || hi=$((all - above))
+	line="pins refused +$refused (the ranks' knem ioctls that failed with ENOMEM: $enomem)"
+	line="$line, knem bytes +$db in $copies copies (expected $lo to $hi; above the limit: ${above:-?} of ${all:-?})"
+	line="$line, failed copies $df, regions $(counter regions), pinned $(counter pinned_pages)"
+	if ! grep -q '^mpi_check: .*, bad bytes 0,' /tmp/memlock.log; then
+		fail ompi-ucx-memlock-nobody "mpi_check did not verify every byte" /tmp/memlock.log
+	elif [ "$refused" -gt 0 ] && [ "$refused" -eq "$enomem" ] && [ -n "$warning" ] &&
+		[ -n "$above" ] && [ "$above" -gt 0 ] && [ -n "$all" ] && [ "$copies" -gt 0 ] &&
+		[ "$db" -ge "$lo" ] && [ "$db" -le "$hi" ] && [ "$df" -eq 0 ] &&
 		[ "$(counter regions)" -eq 0 ] && [ "$(counter pinned_pages)" -eq 0 ]; then
 		echo "interop: ompi-ucx-memlock-nobody: $line"
 		echo "    $warning"
 		passed=$((passed + 1))
 	else
 		sed 's/^/    /' /tmp/knem-stat.log
-		fail ompi-ucx-memlock-nobody "$line; knem-stat warning: '${warning:-none}'"
+		fail ompi-ucx-memlock-nobody "$line; knem-stat warning: '${warning:-none}'" /tmp/memlock.log
 	fi
 else
-	sed 's/^/    /' /tmp/memlock.log | tail -n 30
-	fail ompi-ucx-memlock-nobody "the job failed or did not verify every byte"
+	cat /tmp/memlock.log.out /tmp/memlock.log.err > /tmp/memlock.log
+	fail ompi-ucx-memlock-nobody "the job failed" /tmp/memlock.log
 fi
 
 # ---- coll/knemrs --------------------------------------------------------------
 
 . "$(dirname "$0")/knemrs.sh"
 
-echo "interop: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+passed_line

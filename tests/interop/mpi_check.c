@@ -204,6 +204,9 @@ int main(int argc, char **argv)
 		       n, (unsigned long long)total_verified, (unsigned long long)total_bad,
 		       (unsigned long long)moved);
 	}
+	/* Written before MPI_Finalize, not at exit(): a rank that fails in
+	 * MPI_Finalize still leaves its lines. */
+	fflush(stdout);
 	free(rbuf);
 	free(sbuf);
 	free(buf);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the interop stage needs on a Debian 12 machine (root): Debian's
-# Open MPI 4.1.4 (runtime and mpicc), the source of Debian's UCX 1.13.1 and
-# what building it needs.  Safe to re-run.
+# Open MPI 4.1.4 (runtime and mpicc), strace (the guest counts the knem
+# ioctls of ucx_perftest and of the memlock job), the source of Debian's
+# UCX 1.13.1 and what building it needs.  Safe to re-run.
 #
 #   tests/interop/setup.sh SRCDIR   unpack UCX's Debian source into SRCDIR
 set -euo pipefail
@@ -23,7 +24,7 @@ fi
 # finds them absent and skips them.
 apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
 	dpkg-dev build-essential autoconf automake libtool pkg-config \
-	libnuma-dev openmpi-bin libopenmpi-dev >/dev/null
+	libnuma-dev openmpi-bin libopenmpi-dev strace >/dev/null
 
 if [ ! -f "$srcdir/.unpacked" ]; then
 	rm -rf "$srcdir" && mkdir -p "$srcdir"

@@ -42,10 +42,11 @@ bench_run() {
 		--mca mca_base_component_path "$component_path:$knemrs" \
 		--mca pml ob1 --mca btl self,sm \
 		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$@" \
-		"$coll_check" time "$bench_iters" "$bench_max" > "$log" 2>&1
+		"$coll_check" time "$bench_iters" "$bench_max" > "$log.out" 2> "$log.err"
 	rc=$?
+	# Rank 0's lines apart from the ranks' stderr (knemrs.sh's coll_run).
+	cat "$log.out" "$log.err" > "$log"
 	if [ "$rc" -ne 0 ]; then
-		grep -av 'mca: base\|coll:' "$log" | sed 's/^/    /' | tail -n 30
 		fail "bench-$name-$round" "mpirun exited with status $rc"
 		return
 	fi

@@ -29,6 +29,13 @@ passed=0
 failed=0
 pass() { echo "two-node: $1"; passed=$((passed + 1)); }
 fail() { echo "two-node: $1: FAIL: $2"; failed=$((failed + 1)); }
+# fail_log NAME WHY: node A's job NAME failed; its whole log
+# (/tmp/NAME.log, which dies with the guest) goes to the console first.
+fail_log() {
+	echo "two-node: a: $1: the whole of /tmp/$1.log ($(wc -l < "/tmp/$1.log") lines):"
+	sed 's/^/    | /' "/tmp/$1.log"
+	fail "a: $1" "$2"
+}
 
 case $role in
 a) me=10.77.0.1 peer=10.77.0.2 ;;
@@ -122,10 +129,20 @@ rsh=$here/rsh.py
 # mpi_check's ping-pong goes from rank 0 on A to rank 3 on B: over TCP,
 # outside knem's share; 1 MiB and 2 MiB+1 are enough there.
 pingpong_max=2097153
-# knem's bytes on node A (local) or B (through rsh.py).
+# knem's bytes on node A (local) or B (through rsh.py): one number, or
+# nothing and a failed status when it cannot be read (rsh.py failed, a
+# counter file is missing), so that no caller takes an empty answer for 0.
 knem_bytes() {
-	sum='s=0; for c in bytes_inline_read bytes_inline_write bytes_region_copy bytes_async; do s=$((s + $(cat /sys/class/misc/knem/$c))); done; echo $s'
-	if [ "$1" = a ]; then sh -c "$sum"; else "$rsh" "$peer" "$sum"; fi
+	sum='s=0; for c in bytes_inline_read bytes_inline_write bytes_region_copy bytes_async; do s=$((s + $(cat /sys/class/misc/knem/$c))) || exit 1; done; echo $s'
+	if [ "$1" = a ]; then
+		v=$(sh -c "$sum") || return 1
+	else
+		v=$("$rsh" "$peer" "$sum") || return 1
+	fi
+	case $v in
+	'' | *[!0-9]*) return 1 ;;
+	esac
+	echo "$v"
 }
 
 if out=$(RSH_WAIT=300 "$rsh" "$peer" hostname) && [ "$out" = node-b ]; then
@@ -155,17 +172,29 @@ fi
 
 # counted NAME PREFIX COMMAND...: COMMAND's output into /tmp/NAME.log,
 # its lines that start with PREFIX shown; sets rc, secs, and dba and dbb,
-# the bytes knem moved on node A and on node B meanwhile.
+# the bytes knem moved on node A and on node B meanwhile ("unknown", and
+# counts_lost says why, when a count could not be read).
 counted() {
 	name=$1 prefix=$2
 	shift 2
-	ba0=$(knem_bytes a) bb0=$(knem_bytes b)
+	counts_lost=
+	ba0=$(knem_bytes a) || counts_lost="node-a's knem bytes unreadable before the job"
+	bb0=$(knem_bytes b) || counts_lost=${counts_lost:-"node-b's knem bytes unreadable before the job (rsh.py failed)"}
 	t0=$(date +%s)
-	"$@" > "/tmp/$name.log" 2>&1
+	# The ranks' stdout apart from their stderr: mpirun may cut lines
+	# where it reads (tests/interop/knemrs.sh's coll_run).
+	"$@" > "/tmp/$name.log.out" 2> "/tmp/$name.log.err"
 	rc=$?
+	cat "/tmp/$name.log.out" "/tmp/$name.log.err" > "/tmp/$name.log"
 	secs=$(($(date +%s) - t0))
 	grep -a "^$prefix:" "/tmp/$name.log" | sed 's/^/    /'
-	dba=$(($(knem_bytes a) - ba0)) dbb=$(($(knem_bytes b) - bb0))
+	ba1=$(knem_bytes a) || counts_lost=${counts_lost:-"node-a's knem bytes unreadable after the job"}
+	bb1=$(knem_bytes b) || counts_lost=${counts_lost:-"node-b's knem bytes unreadable after the job (rsh.py failed)"}
+	if [ -n "$counts_lost" ]; then
+		dba=unknown dbb=unknown
+	else
+		dba=$((ba1 - ba0)) dbb=$((bb1 - bb0))
+	fi
 }
 
 # job NAME KNEM LAUNCH-ARGS...: mpi_check on 2 x 2 ranks, every byte
@@ -188,12 +217,13 @@ job() {
 	fi
 	line="knem bytes node-a +$dba (expected ${wa:-none}), node-b +$dbb (expected ${wb:-none}), $secs s"
 	if [ "$rc" -ne 0 ]; then
-		sed 's/^/    /' "/tmp/$name.log" | tail -n 30
-		fail "a: $name" "mpirun exited with status $rc"
+		fail_log "$name" "mpirun exited with status $rc"
+	elif [ -n "$counts_lost" ]; then
+		fail_log "$name" "$counts_lost"
 	elif ! grep -q '^mpi_check: ranks 4, .*, bad bytes 0,' "/tmp/$name.log"; then
-		fail "a: $name" "mpi_check did not verify every byte on 4 ranks"
+		fail_log "$name" "mpi_check did not verify every byte on 4 ranks"
 	elif [ -z "$wa" ] || [ -z "$wb" ] || [ "$dba" -ne "$wa" ] || [ "$dbb" -ne "$wb" ]; then
-		fail "a: $name" "$line"
+		fail_log "$name" "$line"
 	else
 		pass "a: $name: $line"
 	fi
@@ -244,18 +274,18 @@ coll() {
 	fi
 	line="knem bytes node-a +$dba (expected $w), node-b +$dbb (expected $w); knemrs stepped aside on MPI_COMM_WORLD on $aside ranks, enabled on $intra intra-node communicators, $teams teams over knem; $secs s"
 	if [ "$rc" -ne 0 ]; then
-		grep -av 'mca: base\|coll:find_available\|comm_select\|comm_query\|comm_unselect\|coll:knemrs' "/tmp/$name.log" |
-			sed 's/^/    /' | tail -n 30
-		fail "a: $name" "mpirun exited with status $rc"
+		fail_log "$name" "mpirun exited with status $rc"
+	elif [ -n "$counts_lost" ]; then
+		fail_log "$name" "$counts_lost"
 	elif [ -z "$k" ]; then
-		fail "a: $name" "coll_check did not verify every byte on 4 ranks"
+		fail_log "$name" "coll_check did not verify every byte on 4 ranks"
 	elif [ "$aside" -ne 4 ]; then
-		fail "a: $name" "coll/knemrs did not step aside on MPI_COMM_WORLD on all 4 ranks: $line"
+		fail_log "$name" "coll/knemrs did not step aside on MPI_COMM_WORLD on all 4 ranks: $line"
 	elif [ "$want" = han ] && { [ "$intra" -lt 4 ] || [ "$teams" -lt 4 ] ||
 		! grep -aq 'coll:base:comm_select: selecting *han, priority *100, Enabled' "/tmp/$name.log"; }; then
-		fail "a: $name" "coll/han with coll/knemrs inside each node was not selected on every rank: $line"
+		fail_log "$name" "coll/han with coll/knemrs inside each node was not selected on every rank: $line"
 	elif [ "$dba" -ne "$w" ] || [ "$dbb" -ne "$w" ] || { [ "$want" = han ] && [ "$w" -eq 0 ]; }; then
-		fail "a: $name" "$line"
+		fail_log "$name" "$line"
 	else
 		pass "a: $name: $line"
 	fi
