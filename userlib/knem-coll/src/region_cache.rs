@@ -712,7 +712,14 @@ mod tests {
     fn caches_of_a_process_share_its_bound() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let t = cma();
-        let before = process_limit();
+        // The bound is back as it was even when a check below fails.
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                set_process_limit(self.0);
+            }
+        }
+        let _r = Restore(process_limit());
         assert_eq!(process_kept_bytes(), 0);
         set_process_limit(12 << 10);
         let (a, b, small) = (Mapped::new(8192), Mapped::new(8192), Mapped::new(4096));
@@ -739,7 +746,6 @@ mod tests {
         assert_eq!((s.entries, s.bytes), (2, 12 << 10));
         drop(two);
         assert_eq!(process_kept_bytes(), 0);
-        set_process_limit(before);
     }
 
     /// The default bound: DEFAULT_PROCESS_BYTES unless the environment
@@ -786,42 +792,57 @@ mod tests {
         let name = create_fresh_block("knem-rs-test").unwrap();
         let go = std::sync::Barrier::new(2);
         let done = std::sync::Barrier::new(2);
-        std::thread::scope(|s| {
-            for rank in 0..2 {
-                let (name, go, done) = (&name, &go, &done);
-                s.spawn(move || {
-                    let mut team = Team::attach(name, rank, 2, cma()).unwrap();
-                    // SAFETY: the buffers below stay mapped while kept.
-                    unsafe { team.cache_regions(8, 1 << 20) }.unwrap();
-                    let send = Mapped::new(4096);
-                    let recv = Mapped::new(8192);
-                    // SAFETY: our own mappings, used by this thread only.
-                    let (send_s, recv_s) = unsafe {
-                        (
-                            std::slice::from_raw_parts(send.as_ptr(), 4096),
-                            std::slice::from_raw_parts_mut(recv.as_ptr().cast_mut(), 8192),
-                        )
-                    };
-                    team.allgather(send_s, recv_s, None).unwrap();
-                    let s = team.region_cache_stats().unwrap();
-                    assert_eq!((s.entries, s.bytes), (1, 8192), "rank {rank}");
-                    go.wait();
-                    if rank == 0 {
-                        team.set_timeout(std::time::Duration::from_secs(1));
-                        let e = team.allgather(send_s, recv_s, None).unwrap_err();
-                        assert!(matches!(e, crate::Error::Timeout { .. }), "{e}");
-                        let s = team.region_cache_stats().unwrap();
-                        assert_eq!(
-                            (s.hits, s.entries, s.bytes, s.evicted),
-                            (1, 0, 0, 1),
-                            "regions of the failed call still kept"
-                        );
-                    }
-                    done.wait();
-                });
-            }
+        // Each rank: its cache after the first call, and rank 0's error
+        // and cache after the call rank 1 never makes.  The checks come
+        // after both threads ended: a rank that failed one would leave
+        // the other waiting.
+        let seen = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|rank| {
+                    let (name, go, done) = (&name, &go, &done);
+                    s.spawn(move || {
+                        let mut team = Team::attach(name, rank, 2, cma()).unwrap();
+                        // SAFETY: the buffers below stay mapped while kept.
+                        unsafe { team.cache_regions(8, 1 << 20) }.unwrap();
+                        let send = Mapped::new(4096);
+                        let recv = Mapped::new(8192);
+                        // SAFETY: our own mappings, used by this thread only.
+                        let (send_s, recv_s) = unsafe {
+                            (
+                                std::slice::from_raw_parts(send.as_ptr(), 4096),
+                                std::slice::from_raw_parts_mut(recv.as_ptr().cast_mut(), 8192),
+                            )
+                        };
+                        let first = team
+                            .allgather(send_s, recv_s, None)
+                            .map(|()| team.region_cache_stats().unwrap());
+                        go.wait();
+                        let failed = (rank == 0).then(|| {
+                            team.set_timeout(std::time::Duration::from_secs(1));
+                            let e = team.allgather(send_s, recv_s, None).err();
+                            (e.map(|e| e.to_string()), team.region_cache_stats().unwrap())
+                        });
+                        done.wait();
+                        (first.map_err(|e| e.to_string()), failed)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
         });
         let _ = std::fs::remove_file(team_path(&name));
+        for (rank, (first, _)) in seen.iter().enumerate() {
+            let s = first.as_ref().unwrap();
+            assert_eq!((s.entries, s.bytes), (1, 8192), "rank {rank}");
+        }
+        let (e, s) = seen[0].1.clone().unwrap();
+        assert!(e.as_deref().unwrap_or("").contains("timed out"), "{e:?}");
+        assert_eq!(
+            (s.hits, s.entries, s.bytes, s.evicted),
+            (1, 0, 0, 1),
+            "regions of the failed call still kept"
+        );
         assert_eq!(process_kept_bytes(), 0);
     }
 

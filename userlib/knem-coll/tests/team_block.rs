@@ -55,8 +55,9 @@ fn all_bytes(p: &Path, fill: u8, len: usize) -> bool {
 }
 
 /// Another user's file at the name (as root: nobody's, mode 0666, the
-/// size of a control block): the creator refuses the name, every rank
-/// refuses to attach, and the file keeps every byte.
+/// size of a control block, zeros as a fresh block has): the creator
+/// refuses the name, every rank refuses to attach, and the file keeps
+/// every byte.
 #[test]
 fn another_users_file_is_refused_and_left_alone() {
     let name = planted_name("file");
@@ -68,17 +69,18 @@ fn another_users_file_is_refused_and_left_alone() {
     std::fs::remove_file(team_path(&probe)).unwrap();
 
     let uid = is_root().then_some(NOBODY);
-    plant_file(&path, len, 0xa5, 0o666, uid);
+    plant_file(&path, len, 0, 0o666, uid);
     let e = create_block(&name).expect_err("created over an existing file");
     assert!(e.to_string().contains("File exists"), "{e}");
-    let e = Team::attach(&name, 0, 1, shm()).expect_err("attached to a planted file");
+    let r = Team::attach(&name, 0, 1, shm());
+    assert!(all_bytes(&path, 0, len), "the planted file was written");
+    let e = r.expect_err("attached to a planted file");
     let want = if is_root() {
         format!("owned by uid {NOBODY}, not 0")
     } else {
         "mode 0666, not 0600".to_string()
     };
     assert!(e.to_string().contains(&want), "{e}");
-    assert!(all_bytes(&path, 0xa5, len), "the planted file was written");
     let md = std::fs::metadata(&path).unwrap();
     assert_eq!(
         (md.uid(), md.mode() & 0o777),
@@ -102,13 +104,14 @@ fn a_symlink_is_neither_followed_nor_truncated() {
     }
     let e = create_block(&name).expect_err("created through a symbolic link");
     assert!(e.to_string().contains("File exists"), "{e}");
-    let e = Team::attach(&name, 0, 1, shm()).expect_err("attached through a symbolic link");
-    // O_NOFOLLOW on a symbolic link: ELOOP.
-    assert!(e.to_string().contains("symbolic links"), "{e}");
+    let r = Team::attach(&name, 0, 1, shm());
     assert!(
         all_bytes(&target, 0x3c, 100_000),
         "the link's target was changed"
     );
+    let e = r.expect_err("attached through a symbolic link");
+    // O_NOFOLLOW on a symbolic link: ELOOP.
+    assert!(e.to_string().contains("symbolic links"), "{e}");
 }
 
 /// Files of this user's that a creator did not make: another mode,
