@@ -98,8 +98,8 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 		}
 		if (!created) {
 			opal_output_verbose(10, mca_coll_knemrs_component.output,
-				"coll:knemrs: rank 0 could not create the team's control block: %s",
-				knem_rs_last_error());
+				"coll:knemrs: %s: rank 0 could not create the team's control block: %s",
+				comm->c_name, knem_rs_last_error());
 			name[0] = '\0';
 		}
 	}

@@ -42,22 +42,17 @@ pub unsafe extern "C" fn knem_rs_team_create(
         }
         // SAFETY: string contract of the header.
         let prefix = try_c!(unsafe { opt_str(prefix) }).unwrap_or(TEAM_PREFIX);
-        // Check the room first: the name's length does not depend on the
-        // random bits, and a block made but not handed out would stay.
-        let probe = try_c!(knem_coll::team::fresh_name(prefix).map_err(coll_err));
-        if probe.len() >= cap {
+        let made = try_c!(knem_coll::team::create_fresh_block(prefix).map_err(coll_err));
+        if made.len() >= cap {
+            // Nobody will attach to it or unlink it.
+            let _ = std::fs::remove_file(knem_coll::team::team_path(&made));
             return fail(
                 libc::ERANGE,
                 format!(
                     "a team name needs {} bytes, the buffer has {cap}",
-                    probe.len() + 1
+                    made.len() + 1
                 ),
             );
-        }
-        let made = try_c!(knem_coll::team::create_fresh_block(prefix).map_err(coll_err));
-        if made.len() >= cap {
-            let _ = std::fs::remove_file(knem_coll::team::team_path(&made));
-            return fail(libc::ERANGE, "the team name grew longer than the buffer");
         }
         // SAFETY: name holds cap > made.len() bytes by contract.
         unsafe {
