@@ -80,6 +80,27 @@ knemrs_host knemrs-cache-root-host 'region cache of 64 regions' || status=1
 knemrs_host knemrs-cache-userns-host \
 	"no region cache: this rank.s pins are limited (RLIMIT_MEMLOCK 8192 KiB)" \
 	unshare --user --map-root-user || status=1
+# The memory hooks the cache needs: installed in MPI_Init, each rank's
+# self-test line before its first team (the patcher rewrites munmap and
+# friends in place: not while the application's threads may run), and
+# not installed at all where no team will keep regions.
+# hooks_first LOG: ranks whose self-test passed before their first team.
+hooks_first() {
+	awk '/coll:knemrs: memory hooks installed in MPI_Init; self-test: the munmap of a page was reported/ {
+			if (!($1 in team)) ok[$1] = 1 }
+		/coll:knemrs: MPI_COMM_WORLD: team / { team[$1] = 1 }
+		END { n = 0; for (r in ok) n++; print n }' "$1"
+}
+n=$(hooks_first "$out/knemrs-cache-root-host.log")
+m=$(grep -ac 'coll:knemrs: memory hooks installed' "$out/knemrs-cache-userns-host.log" || true)
+if [ "$n" -ne 2 ] || [ "$m" -ne 0 ]; then
+	echo "interop: knemrs-hooks-host: FAIL: hooks self-tested before the first team on $n of 2 ranks;" \
+		"installed on $m ranks that keep no regions"
+	status=1
+else
+	echo "interop: knemrs-hooks-host: installed and self-tested in MPI_Init on both ranks, before" \
+		"their first team; not installed where pins are limited"
+fi
 phase "coll/knemrs's cache default on the host"
 
 # The team's control block, on the host over CMA: another user (nobody)
