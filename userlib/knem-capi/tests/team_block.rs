@@ -4,13 +4,17 @@
 //! -EEXIST for the creator, and _attach refuses a symbolic link (-ELOOP)
 //! and a file not as made (-EPERM) without writing to either.
 
-mod common;
-
-use common::last;
 use knem_rs::*;
 use libc::c_char;
 use std::ffi::{CStr, CString};
 use std::ptr::null_mut;
+
+fn last() -> String {
+    // SAFETY: the API returns a valid C string.
+    unsafe { CStr::from_ptr(knem_rs_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
 
 fn attach(name: &CStr) -> i32 {
     let mut team = null_mut();
@@ -48,12 +52,23 @@ fn create_attach_unlink_and_refusals() {
     assert_eq!(rc, 0, "{}", last());
     // SAFETY: NUL-terminated by the call.
     let name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_owned();
-    assert!(name.to_str().unwrap().starts_with(&format!("capi-test-{pid}-")));
+    assert!(name
+        .to_str()
+        .unwrap()
+        .starts_with(&format!("capi-test-{pid}-")));
     assert_eq!(attach(&name), 0, "{}", last());
     // SAFETY: a valid string.
-    assert_eq!(unsafe { knem_rs_team_create_named(name.as_ptr()) }, -libc::EEXIST);
+    assert_eq!(
+        unsafe { knem_rs_team_create_named(name.as_ptr()) },
+        -libc::EEXIST
+    );
     // SAFETY: as above.
-    assert_eq!(unsafe { knem_rs_team_unlink(name.as_ptr()) }, 0, "{}", last());
+    assert_eq!(
+        unsafe { knem_rs_team_unlink(name.as_ptr()) },
+        0,
+        "{}",
+        last()
+    );
     // SAFETY: as above.
     assert_eq!(unsafe { knem_rs_team_unlink(name.as_ptr()) }, -libc::ENOENT);
     // Attach never creates.
