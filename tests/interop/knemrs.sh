@@ -90,7 +90,7 @@ coll_job() {
 	coll_run "$name" mpirun_knemrs "$np" "$coll_check" "$@" || return
 	selected=$(grep -ac 'coll:base:comm_select: selecting *knemrs, priority *40, Enabled' "$log")
 	enabled=$(grep -ac 'coll:knemrs: enabled on MPI_COMM_WORLD' "$log")
-	teams=$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9-]* of [0-9]* ranks over knem;' "$log")
+	teams=$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9a-f-]* of [0-9]* ranks over knem;' "$log")
 	echo "    knemrs selected on $selected ranks, enabled on $enabled, team over knem on $teams"
 	# Base's "selecting" lines do not name the communicator (duplicates
 	# add theirs); ours do.

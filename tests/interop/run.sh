@@ -86,7 +86,88 @@ knemrs_host knemrs-cache-root-host 'region cache of 64 regions' || status=1
 knemrs_host knemrs-cache-userns-host \
 	"no region cache: this rank.s pins are limited (RLIMIT_MEMLOCK 8192 KiB)" \
 	unshare --user --map-root-user || status=1
+# The memory hooks the cache needs: installed in MPI_Init, each rank's
+# self-test line before its first team (the patcher rewrites munmap and
+# friends in place: not while the application's threads may run), and
+# not installed at all where no team will keep regions.
+# hooks_first LOG: ranks whose self-test passed before their first team.
+hooks_first() {
+	awk '/coll:knemrs: memory hooks installed in MPI_Init; self-test: the munmap of a page was reported/ {
+			if (!($1 in team)) ok[$1] = 1 }
+		/coll:knemrs: MPI_COMM_WORLD: team / { team[$1] = 1 }
+		END { n = 0; for (r in ok) n++; print n }' "$1"
+}
+n=$(hooks_first "$out/knemrs-cache-root-host.log")
+m=$(grep -ac 'coll:knemrs: memory hooks installed' "$out/knemrs-cache-userns-host.log" || true)
+if [ "$n" -ne 2 ] || [ "$m" -ne 0 ]; then
+	echo "interop: knemrs-hooks-host: FAIL: hooks self-tested before the first team on $n of 2 ranks;" \
+		"installed on $m ranks that keep no regions"
+	status=1
+else
+	echo "interop: knemrs-hooks-host: installed and self-tested in MPI_Init on both ranks, before" \
+		"their first team; not installed where pins are limited"
+fi
 phase "coll/knemrs's cache default on the host"
+
+# The team's control block, on the host over CMA: another user (nobody)
+# plants files and symbolic links in /dev/shm where a team may look.
+# With fs.protected_regular and fs.protected_symlinks at 0 (the kernel's
+# defaults; the run prints the host's), a team that opened its name with
+# O_CREAT used them: nobody's file as its control block (nobody
+# reads and rewrites the descriptors), a link to truncate root's file.
+#  - under a pid namespace of its own (rank 0's pid is then small),
+#    knemrs-<pid>-<n> for pids 1..300 and n 0..3, the names rank 0 used
+#    to pick: the random name never meets them, and the team works;
+#  - coll_knemrs_team_name set to a planted file, then to a planted link:
+#    rank 0 cannot create the block (EEXIST) and every rank falls back to
+#    the saved modules together, every byte right.
+# Afterwards every planted file is still empty and nobody's, every link
+# still a link, the victim file still whole.
+knemrs_planted() {
+	local shm=/dev/shm victim=/dev/shm/knemrs-victim-$$ file=knemrs-planted-file-$$
+	local link=knemrs-planted-link-$$ rc=0 sum bad left
+	echo "interop: planted names: fs.protected_regular $(sysctl -n fs.protected_regular)," \
+		"fs.protected_symlinks $(sysctl -n fs.protected_symlinks)"
+	head -c 100000 /dev/zero | tr '\0' V > "$victim"
+	sum=$(md5sum < "$victim")
+	setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c '
+		umask 0
+		for pid in $(seq 1 300); do
+			: > "$1/knemrs-$pid-0"; ln -s "$2" "$1/knemrs-$pid-1"
+			: > "$1/knemrs-$pid-2"; ln -s "$2" "$1/knemrs-$pid-3"
+		done
+		: > "$1/$3"; ln -s "$2" "$1/$4"' sh "$shm" "$victim" "$file" "$link"
+	knemrs_host knemrs-planted-pidns-host \
+		'team knemrs-[0-9]*-[0-9]*-[0-9a-f]\{32\} of 2 ranks over cma' \
+		unshare --pid --fork --mount-proc || rc=1
+	knemrs_host knemrs-planted-file-host 'a rank could not attach the team' \
+		env OMPI_MCA_coll_knemrs_team_name="$file" || rc=1
+	knemrs_host knemrs-planted-link-host 'a rank could not attach the team' \
+		env OMPI_MCA_coll_knemrs_team_name="$link" || rc=1
+	for n in file link; do
+		if [ "$(grep -ac "coll:knemrs: MPI_COMM_WORLD: rank 0 could not create the team's control block: .*knemrs-planted-$n-$$: File exists" \
+			"$out/knemrs-planted-$n-host.log")" -ne 1 ]; then
+			echo "interop: knemrs-planted-$n-host: FAIL: rank 0 did not refuse the planted name"
+			rc=1
+		fi
+	done
+	# A team that used a planted file also unlinked it.
+	bad=$(find "$shm" -maxdepth 1 -name 'knemrs-*' -user nobody \( -type f -size +0c -o \
+		! -type f ! -type l \) | wc -l)
+	left=$(find "$shm" -maxdepth 1 -name 'knemrs-*' -user nobody | wc -l)
+	if [ "$bad" -ne 0 ] || [ "$left" -ne $((4 * 300 + 2)) ] || [ "$(md5sum < "$victim")" != "$sum" ]; then
+		echo "interop: knemrs-planted: FAIL: $bad planted files written, $left of $((4 * 300 + 2))" \
+			"planted names left, victim file of $(stat -c %s "$victim") bytes (100000 planted)"
+		rc=1
+	else
+		echo "interop: knemrs-planted: $left planted names left alone, the victim file whole"
+	fi
+	find "$shm" -maxdepth 1 -name 'knemrs-*' -user nobody -delete
+	rm -f "$victim"
+	return $rc
+}
+knemrs_planted || status=1
+phase "coll/knemrs's control block against planted names on the host"
 
 # coll/knemrs's fallbacks, timing mode and missing transport are
 # userspace decisions that move no byte through the module (the timing

@@ -138,7 +138,7 @@ coll_check_runs() {
 	grep -a '^coll_check:\|team knemrs' "$log"
 	grep -aq '^coll_check: verify: ranks 2, .*, bad bytes 0,' "$log" &&
 		[ "$(grep -ac 'coll:knemrs: enabled on MPI_COMM_WORLD' "$log")" -eq 2 ] &&
-		[ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9-]* of 2 ranks over cma;' "$log")" -eq 2 ]
+		[ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9a-f-]* of 2 ranks over cma;' "$log")" -eq 2 ]
 }
 
 same_files() { diff -u "$1" <(snapshot); }

@@ -55,6 +55,10 @@ struct knemrs_component_state {
 	int region_cache;
 	int cache_entries;
 	size_t cache_bytes;
+	/* Bytes all communicators of a process keep together. */
+	size_t cache_process_bytes;
+	/* Tests: the control block's name instead of a fresh random one. */
+	char *team_name;
 	int verbose;
 	int output;
 };
@@ -120,8 +124,10 @@ int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, 
 		 size_t n, int local_ok);
 
 /* knemrs_cache.c: the region cache where Open MPI's memory hooks report
- * releases.  _enable after the team is made, _report before it closes,
- * _close when the component closes. */
+ * releases.  _init when the component is queried (MPI_Init), _enable
+ * after a team is made, _report before it closes, _close when the
+ * component closes. */
+void knemrs_cache_init(void);
 void knemrs_cache_enable(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm);
 void knemrs_cache_report(mca_coll_knemrs_module_t *m);
 void knemrs_cache_close(void);

@@ -20,14 +20,20 @@
  * The hooks are those Open MPI's own registration caches use: opening the
  * memory framework installs the patcher (munmap, mmap MAP_FIXED, mremap,
  * madvise, brk, shmdt), which calls the release callbacks before the
- * memory goes.  Opened on the first team that wants a cache, once per
- * process; closed with the component.
+ * memory goes.  Opened once per process when the component is queried in
+ * MPI_Init (knemrs_cache_init), not at the first team: the patcher
+ * rewrites those functions in place, which is safe only while no other
+ * thread may be inside them, and by the first collective application
+ * threads may be running.  Then one munmap of a page of our own must
+ * reach our callback (the self-test) before any team keeps a region.
+ * Closed with the component.
  */
 #include "coll_knemrs.h"
 
 #include <linux/capability.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,21 +43,47 @@
 #include "opal/memoryhooks/memory.h"
 #include "opal/util/output.h"
 
-/* 1: our release callback is registered; -1: the hooks cannot report
- * releases here (no cache); 0: not tried since the component opened.
- * Under the lock: two threads may make the first teams of two
- * communicators at once. */
+/* 1: our release callback is registered and the self-test saw a munmap;
+ * -1: no cache in this process (the hooks cannot report releases here,
+ * the self-test failed, or the cache is off); 0: not tried since the
+ * component opened.  Set in MPI_Init, read by every team after. */
 static int knemrs_hooks;
 static int knemrs_framework_opened;
 static pthread_mutex_t knemrs_hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The self-test's page, and whether a release covering it was reported
+ * (the callback runs synchronously inside the munmap). */
+static void *volatile knemrs_probe;
+static volatile int knemrs_probe_seen;
 
 /* Runs inside munmap and friends: knem_rs_note_release only appends to a
  * lock-free log (no allocation, no lock). */
 static void knemrs_mem_release(void *buf, size_t length, void *cbdata, bool from_alloc)
 {
+	char *probe = knemrs_probe;
+
 	(void)cbdata;
 	(void)from_alloc;
+	if (probe != NULL && (char *)buf <= probe && probe < (char *)buf + length)
+		knemrs_probe_seen = 1;
 	knem_rs_note_release(buf, length);
+}
+
+/* One munmap of a page of our own must reach knemrs_mem_release. */
+static int knemrs_hooks_self_test(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int seen;
+
+	if (p == MAP_FAILED)
+		return 0;
+	knemrs_probe_seen = 0;
+	knemrs_probe = p;
+	(void)munmap(p, page);
+	seen = knemrs_probe_seen;
+	knemrs_probe = NULL;
+	return seen;
 }
 
 static void knemrs_hooks_init(void)
@@ -79,7 +111,17 @@ static void knemrs_hooks_init(void)
 			rc);
 		return;
 	}
+	if (!knemrs_hooks_self_test()) {
+		(void)opal_mem_hooks_unregister_release(knemrs_mem_release);
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: memory hooks self-test: the munmap of a page was not reported: "
+			"no region cache");
+		return;
+	}
 	knemrs_hooks = 1;
+	opal_output_verbose(10, mca_coll_knemrs_component.output,
+		"coll:knemrs: memory hooks installed in MPI_Init; self-test: the munmap of a page "
+		"was reported");
 }
 
 /* knem exempts CAP_IPC_LOCK only in the initial user namespace, whose
@@ -129,11 +171,33 @@ static int knemrs_pins_unlimited(unsigned long long *limit_kib)
 	return counted == 'N';
 }
 
+void knemrs_cache_init(void)
+{
+	unsigned long long limit_kib = 0;
+
+	pthread_mutex_lock(&knemrs_hooks_lock);
+	if (knemrs_hooks == 0) {
+		if (mca_coll_knemrs_component.region_cache == 0 ||
+		    mca_coll_knemrs_component.cache_entries <= 0 ||
+		    mca_coll_knemrs_component.cache_bytes == 0)
+			knemrs_hooks = -1;
+		else if (mca_coll_knemrs_component.region_cache < 0 &&
+			 !knemrs_pins_unlimited(&limit_kib))
+			/* No team will keep regions (knemrs_cache_enable says
+			 * why): leave the memory functions alone. */
+			knemrs_hooks = -1;
+		else
+			knemrs_hooks_init();
+	}
+	pthread_mutex_unlock(&knemrs_hooks_lock);
+}
+
 void knemrs_cache_enable(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm)
 {
 	int entries = mca_coll_knemrs_component.cache_entries;
 	size_t bytes = mca_coll_knemrs_component.cache_bytes;
 	unsigned long long limit_kib = 0;
+	int hooks;
 
 	if (mca_coll_knemrs_component.region_cache == 0 || entries <= 0 || bytes == 0)
 		return;
@@ -144,12 +208,16 @@ void knemrs_cache_enable(mca_coll_knemrs_module_t *m, struct ompi_communicator_t
 			comm->c_name, limit_kib);
 		return;
 	}
+	/* Decided in MPI_Init (knemrs_cache_init), never here. */
 	pthread_mutex_lock(&knemrs_hooks_lock);
-	if (knemrs_hooks == 0)
-		knemrs_hooks_init();
+	hooks = knemrs_hooks;
 	pthread_mutex_unlock(&knemrs_hooks_lock);
-	if (knemrs_hooks != 1)
+	if (hooks != 1) {
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: %s: no region cache: the memory hooks were not installed in "
+			"MPI_Init or failed their self-test", comm->c_name);
 		return;
+	}
 	if (knem_rs_team_cache_regions(m->team, (size_t)entries, bytes) != 0) {
 		opal_output_verbose(10, mca_coll_knemrs_component.output,
 			"coll:knemrs: %s: no region cache: %s", comm->c_name, knem_rs_last_error());

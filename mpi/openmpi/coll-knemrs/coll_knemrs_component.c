@@ -38,6 +38,8 @@ struct knemrs_component_state mca_coll_knemrs_component = {
 	.region_cache = -1,
 	.cache_entries = 64,
 	.cache_bytes = (size_t)256 << 20,
+	.cache_process_bytes = (size_t)512 << 20,
+	.team_name = NULL,
 };
 
 static char *transport_default = "knem";
@@ -80,6 +82,17 @@ static int knemrs_register(void)
 		"and count against RLIMIT_MEMLOCK)",
 		MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9,
 		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.cache_bytes);
+	(void)mca_base_component_var_register(c, "region_cache_process_bytes",
+		"Bytes the regions a rank keeps may cover in all its communicators together "
+		"(each communicator also stays within region_cache_bytes)",
+		MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.cache_process_bytes);
+	(void)mca_base_component_var_register(c, "team_name",
+		"For tests: the name of every team's control block in /dev/shm instead of a "
+		"fresh random one (rank 0 still creates it exclusively, and falls back when "
+		"anything is already there)",
+		MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.team_name);
 	return OMPI_SUCCESS;
 }
 
@@ -96,9 +109,17 @@ static int knemrs_close(void)
 	return OMPI_SUCCESS;
 }
 
+/* Once per process, in MPI_Init: the bound on kept bytes, and the memory
+ * hooks the region cache needs, installed now rather than at the first
+ * communicator's first collective, when application threads may be
+ * running through the functions the patcher rewrites. */
 static int knemrs_init_query(bool enable_progress_threads, bool enable_mpi_threads)
 {
 	(void)enable_progress_threads;
 	(void)enable_mpi_threads;
+	if (mca_coll_knemrs_component.priority > 0) {
+		knem_rs_region_cache_process_limit(mca_coll_knemrs_component.cache_process_bytes);
+		knemrs_cache_init();
+	}
 	return OMPI_SUCCESS;
 }

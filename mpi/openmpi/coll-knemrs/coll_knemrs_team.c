@@ -2,23 +2,22 @@
  * SPDX-License-Identifier: GPL-2.0-only
  *
  * The knem-rs team of a communicator: made once, from the communicator
- * itself (a name broadcast by rank 0 with the saved bcast, then
- * knem_rs_team_attach), on the first operation that could use it, and
- * closed with the module when the communicator is freed.  Every decision
- * that could differ between ranks is agreed on, so that all ranks take
- * knem-rs or all take the fallback.
+ * itself, on the first operation that could use it, and closed with the
+ * module when the communicator is freed.  Rank 0 creates the control
+ * block under a fresh random name (knem_rs_team_create: O_EXCL, mode
+ * 0600, never a file or link someone put there) and broadcasts the name
+ * with the saved bcast; every rank then attaches, which checks the block
+ * is its own user's, as made.  Every decision that could differ between
+ * ranks is agreed on, so that all ranks take knem-rs or all take the
+ * fallback.
  */
 #include "coll_knemrs.h"
 
 #include <errno.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "opal/util/output.h"
-
-static unsigned knemrs_team_counter;
 
 /* The smallest of this rank's and every other rank's flag, with the
  * module that was there before us (no knem-rs team needed). */
@@ -65,9 +64,10 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 	mca_coll_base_module_bcast_fn_t bcast = (mca_coll_base_module_bcast_fn_t)m->bcast.fn;
 	const char *tname = mca_coll_knemrs_component.transport;
 	int rank = ompi_comm_rank(comm), size = ompi_comm_size(comm);
+	const char *fixed = mca_coll_knemrs_component.team_name;
 	knem_rs_transport *probe = NULL;
-	char name[64] = "";
-	int ok, op;
+	char name[128] = "";
+	int ok, op, created = 0;
 
 	if (m->team_state != KNEMRS_TEAM_NONE)
 		return m->team_state == KNEMRS_TEAM_READY;
@@ -85,26 +85,41 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 		return 0;
 	}
 
-	if (rank == 0)
-		snprintf(name, sizeof(name), "knemrs-%ld-%u", (long)getpid(),
-			 knemrs_team_counter++);
+	/* Rank 0 creates the block; an empty name tells the others it could
+	 * not, and they fail to attach with it. */
+	if (rank == 0) {
+		if (fixed != NULL && fixed[0] != '\0') {
+			created = strlen(fixed) < sizeof(name) &&
+				  knem_rs_team_create_named(fixed) == 0;
+			if (created)
+				strcpy(name, fixed);
+		} else {
+			created = knem_rs_team_create("knemrs", name, sizeof(name)) == 0;
+		}
+		if (!created) {
+			opal_output_verbose(10, mca_coll_knemrs_component.output,
+				"coll:knemrs: %s: rank 0 could not create the team's control block: %s",
+				comm->c_name, knem_rs_last_error());
+			name[0] = '\0';
+		}
+	}
 	if (bcast(name, sizeof(name), MPI_CHAR, 0, comm, m->bcast.module) != OMPI_SUCCESS) {
+		if (created)
+			(void)knem_rs_team_unlink(name);
 		knemrs_team_fail(m, comm, "could not send the team's name");
 		return 0;
 	}
-	ok = knem_rs_team_attach(name, rank, size, tname, &m->team) == 0;
-	if (!ok)
+	name[sizeof(name) - 1] = '\0';
+	ok = name[0] != '\0' && knem_rs_team_attach(name, rank, size, tname, &m->team) == 0;
+	if (!ok && name[0] != '\0')
 		opal_output_verbose(10, mca_coll_knemrs_component.output,
 			"coll:knemrs: rank %d could not attach team %s: %s", rank, name,
 			knem_rs_last_error());
-	/* Attach returns once every rank mapped the control block: its file
-	 * is no longer needed. */
-	if (rank == 0) {
-		char path[80];
-
-		snprintf(path, sizeof(path), "/dev/shm/%s", name);
-		(void)unlink(path);
-	}
+	/* Attach returns once every rank mapped the control block (or failed
+	 * for good): its file is no longer needed.  Only its creator removes
+	 * it, never a file of someone else's at that name. */
+	if (created)
+		(void)knem_rs_team_unlink(name);
 	if (!knemrs_all(m, comm, ok)) {
 		knem_rs_team_close(m->team);
 		m->team = NULL;

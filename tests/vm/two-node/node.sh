@@ -266,7 +266,7 @@ coll() {
 	k=$(sed -n "s/^coll_check: $mode: ranks 4, .*, bad bytes 0, knem bytes expected \([0-9]*\)\$/\1/p" "/tmp/$name.log")
 	aside=$(grep -ac 'coll:knemrs: not for MPI_COMM_WORLD: ranks on other nodes' "/tmp/$name.log")
 	intra=$(grep -ac 'coll:knemrs: enabled on .* (2 ranks on this node)' "/tmp/$name.log")
-	teams=$(grep -ac 'coll:knemrs: .*: team knemrs-[0-9-]* of 2 ranks over knem;' "/tmp/$name.log")
+	teams=$(grep -ac 'coll:knemrs: .*: team knemrs-[0-9a-f-]* of 2 ranks over knem;' "/tmp/$name.log")
 	if [ "$want" = han ]; then
 		w=$((${k:-0} / 3))
 	else

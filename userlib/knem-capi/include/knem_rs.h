@@ -135,7 +135,25 @@ ssize_t knem_rs_copy(knem_rs_transport *t, const knem_rs_desc *src,
 
 /* Teams.  _attach_env: as started by knem-run (KNEM_RS_TEAM, _RANK, _SIZE).
  * _attach: from another launcher, by control-block name; transport as in
- * knem_rs_transport_open.  Both return once every rank attached. */
+ * knem_rs_transport_open.  Both return once every rank attached.
+ * The control block (a file in /dev/shm, or at name if it starts with /)
+ * is made beforehand by one process, the launcher or rank 0, with
+ * knem_rs_team_create, which then hands the name to the others and
+ * removes it with knem_rs_team_unlink once every rank attached.  _attach
+ * never creates it, and refuses one that is not as _create makes it: a
+ * symbolic link (-ELOOP), or another user's file, another mode than
+ * 0600, another size or a second link (-EPERM), which could be someone
+ * else's file put at the name to read or rewrite the team's descriptors.
+ *
+ * _create: a fresh name, "<prefix>-<pid>-<n>-<128 random bits in hex>"
+ * (prefix NULL: "knem-rs-team"; n counts this process's teams), written
+ * to name (cap bytes with the NUL; -ERANGE if short); nobody can guess it
+ * ahead.  _create_named: exactly name (for tests and launchers that pick
+ * names).  Both create the file O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600:
+ * -EEXIST when anything, a file or a symbolic link, is already there. */
+int knem_rs_team_create(const char *prefix, char *name, size_t cap);
+int knem_rs_team_create_named(const char *name);
+int knem_rs_team_unlink(const char *name);
 int knem_rs_team_attach_env(knem_rs_team **out);
 int knem_rs_team_attach(const char *name, int rank, int size,
 			const char *transport, knem_rs_team **out);
@@ -170,6 +188,13 @@ void knem_rs_team_close(knem_rs_team *team);
  * hooks miss them), so the promise does not cover brk. */
 int knem_rs_team_cache_regions(knem_rs_team *team, size_t max_entries,
 			       size_t max_bytes);
+/* Bound the bytes all the teams of this process keep in their region
+ * caches together (kept regions stay pinned; each team's own bound,
+ * max_bytes above, holds per team only).  Until called:
+ * KNEM_RS_CACHE_PROCESS_BYTES from the environment, else 512 MiB.  0
+ * keeps nothing.  A team over the bound keeps what it has until it drops
+ * it; from then on a region is kept only if it fits. */
+void knem_rs_region_cache_process_limit(size_t bytes);
 /* Report that addr..addr+len is about to lose its pages.  Lock-free and
  * allocation-free: safe inside memory hooks, from any thread.  The kept
  * regions it overlaps are dropped at their team's next collective. */
@@ -179,7 +204,9 @@ typedef struct knem_rs_cache_stats {
 	uint64_t hits;        /* calls served by a kept region */
 	uint64_t misses;      /* calls that declared a region */
 	uint64_t invalidated; /* kept regions a release overlapped */
-	uint64_t evicted;     /* kept regions dropped for the bounds or memory */
+	uint64_t evicted;     /* kept regions dropped for the bounds or memory,
+			       * or because the call that used them failed
+			       * (a late peer could still reach them) */
 	uint64_t entries;     /* regions kept now */
 	uint64_t bytes;       /* the bytes they cover */
 } knem_rs_cache_stats;

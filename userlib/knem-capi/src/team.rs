@@ -2,6 +2,7 @@
 
 use crate::transport::open_transport;
 use crate::{coll_err, fail, guard, opt_str, PANICKED};
+use knem_coll::launch::TEAM_PREFIX;
 use knem_coll::{Op, Team};
 use libc::{c_char, c_int, c_void, size_t};
 use std::ffi::CString;
@@ -26,6 +27,69 @@ pub unsafe extern "C" fn knem_rs_team_attach_env(out: *mut *mut CTeam) -> c_int 
             return fail(libc::EINVAL, "NULL out pointer");
         }
         new_team(try_c!(Team::from_env().map_err(coll_err)), out)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_create(
+    prefix: *const c_char,
+    name: *mut c_char,
+    cap: size_t,
+) -> c_int {
+    guard(PANICKED, || {
+        if name.is_null() {
+            return fail(libc::EINVAL, "NULL name buffer");
+        }
+        // SAFETY: string contract of the header.
+        let prefix = try_c!(unsafe { opt_str(prefix) }).unwrap_or(TEAM_PREFIX);
+        let made = try_c!(knem_coll::team::create_fresh_block(prefix).map_err(coll_err));
+        if made.len() >= cap {
+            // Nobody will attach to it or unlink it.
+            let _ = std::fs::remove_file(knem_coll::team::team_path(&made));
+            return fail(
+                libc::ERANGE,
+                format!(
+                    "a team name needs {} bytes, the buffer has {cap}",
+                    made.len() + 1
+                ),
+            );
+        }
+        // SAFETY: name holds cap > made.len() bytes by contract.
+        unsafe {
+            std::ptr::copy_nonoverlapping(made.as_ptr(), name.cast::<u8>(), made.len());
+            *name.add(made.len()) = 0;
+        }
+        0
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_create_named(name: *const c_char) -> c_int {
+    guard(PANICKED, || {
+        // SAFETY: string contract of the header.
+        let Some(name) = try_c!(unsafe { opt_str(name) }) else {
+            return fail(libc::EINVAL, "empty team name");
+        };
+        try_c!(knem_coll::team::create_block(name).map_err(coll_err));
+        0
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_team_unlink(name: *const c_char) -> c_int {
+    guard(PANICKED, || {
+        // SAFETY: string contract of the header.
+        let Some(name) = try_c!(unsafe { opt_str(name) }) else {
+            return fail(libc::EINVAL, "empty team name");
+        };
+        let path = knem_coll::team::team_path(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => 0,
+            Err(e) => fail(
+                e.raw_os_error().unwrap_or(libc::EIO),
+                format!("unlink {}: {e}", path.display()),
+            ),
+        }
     })
 }
 
@@ -216,6 +280,11 @@ pub unsafe extern "C" fn knem_rs_team_region_cache_stats(
         };
         0
     })
+}
+
+#[no_mangle]
+pub extern "C" fn knem_rs_region_cache_process_limit(bytes: size_t) {
+    knem_coll::region_cache::set_process_limit(bytes);
 }
 
 /// Atomics only: callable from memory hooks, inside munmap, from any

@@ -143,6 +143,10 @@ impl Team {
     /// Broadcast `buf` (same length everywhere) from `root`; `alg` None
     /// lets the planner choose.
     pub fn bcast(&mut self, buf: &mut [u8], root: usize, alg: Option<Algorithm>) -> Result<()> {
+        self.call(|t| t.bcast_call(buf, root, alg))
+    }
+
+    fn bcast_call(&mut self, buf: &mut [u8], root: usize, alg: Option<Algorithm>) -> Result<()> {
         self.check_root(root)?;
         let p = self.size();
         let n = buf.len();
@@ -338,6 +342,18 @@ impl Team {
         root: usize,
         alg: Option<Algorithm>,
     ) -> Result<()> {
+        self.call(|t| t.scatterv_call(send, counts, displs, recv, root, alg))
+    }
+
+    fn scatterv_call(
+        &mut self,
+        send: &[u8],
+        counts: &[usize],
+        displs: &[usize],
+        recv: &mut [u8],
+        root: usize,
+        alg: Option<Algorithm>,
+    ) -> Result<()> {
         self.check_root(root)?;
         let p = self.size();
         let me = self.rank();
@@ -459,6 +475,18 @@ impl Team {
         root: usize,
         alg: Option<Algorithm>,
     ) -> Result<()> {
+        self.call(|t| t.gatherv_call(send, recv, counts, displs, root, alg))
+    }
+
+    fn gatherv_call(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+        root: usize,
+        alg: Option<Algorithm>,
+    ) -> Result<()> {
         self.check_root(root)?;
         let p = self.size();
         let me = self.rank();
@@ -552,6 +580,15 @@ impl Team {
         recv: &mut [u8],
         alg: Option<Algorithm>,
     ) -> Result<()> {
+        self.call(|t| t.allgather_call(send, recv, alg))
+    }
+
+    fn allgather_call(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        alg: Option<Algorithm>,
+    ) -> Result<()> {
         let p = self.size();
         let n = send.len();
         let total = blocks("allgather", n, p)?;
@@ -627,6 +664,15 @@ impl Team {
     /// Alltoall: rank r's block j (`send[j*n..]`) lands in rank j's
     /// `recv[r*n..]`; n = send.len() / size.
     pub fn alltoall(&mut self, send: &[u8], recv: &mut [u8], alg: Option<Algorithm>) -> Result<()> {
+        self.call(|t| t.alltoall_call(send, recv, alg))
+    }
+
+    fn alltoall_call(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        alg: Option<Algorithm>,
+    ) -> Result<()> {
         let p = self.size();
         let n = send.len() / p;
         if send.len() != n * p || recv.len() < n * p {

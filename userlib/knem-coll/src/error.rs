@@ -49,6 +49,10 @@ pub enum Error {
         /// Why, when this rank is one of them.
         cause: Option<String>,
     },
+    /// A team's control block is not one this user made for the team
+    /// (another user's file, a symbolic link, another mode or size).
+    #[error("refused: {0}")]
+    Untrusted(String),
     /// An I/O error (model file, team file).
     #[error("{what}: {source}")]
     Io {
@@ -85,6 +89,7 @@ impl Error {
             Error::Mismatch(_) => Errno::EIO,
             Error::Timeout { .. } => Errno::ETIMEDOUT,
             Error::Declined { .. } => Errno::ECANCELED,
+            Error::Untrusted(_) => Errno::EPERM,
             Error::Io { source, .. } => source
                 .raw_os_error()
                 .map(Errno::from_raw)

@@ -2,18 +2,12 @@
 //! KNEM_RS_TEAM / KNEM_RS_RANK / KNEM_RS_SIZE set, wait for all of them.
 
 use crate::error::{Error, Result};
-use crate::team::{create_block, ENV_RANK, ENV_SIZE, ENV_TEAM, MAX_RANKS};
+use crate::team::{create_fresh_block, team_path, ENV_RANK, ENV_SIZE, ENV_TEAM, MAX_RANKS};
 use std::process::{Child, Command};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-/// A fresh control-block name.
-pub fn fresh_name() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("knem-rs-team-{}-{nanos:x}", std::process::id())
-}
+/// The prefix of the control blocks knem-run makes.
+pub const TEAM_PREFIX: &str = "knem-rs-team";
 
 /// How a team run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +57,8 @@ pub fn run(n: usize, mut make: impl FnMut(usize) -> Command) -> Result<Outcome> 
             "team size {n} not in 1..={MAX_RANKS}"
         )));
     }
-    let name = fresh_name();
-    let path = create_block(&name)?;
+    let name = create_fresh_block(TEAM_PREFIX)?;
+    let path = team_path(&name);
     let mut children: Vec<Option<Child>> = Vec::with_capacity(n);
     for r in 0..n {
         let mut cmd = make(r);

@@ -3,7 +3,9 @@
 //! Kernel Assisted Collective Intra-node Communication copy directions).
 //!
 //! A program started by `knem-run -n N -- prog` calls [`Team::from_env`];
-//! one started by another launcher calls [`Team::attach`] with a name and
+//! with another launcher, one process (the launcher, or rank 0) makes the
+//! control block with [`team::create_fresh_block`] and hands its name to
+//! the others, then every rank calls [`Team::attach`] with the name and
 //! its rank.  Collectives take `Option<Algorithm>`: `None` lets the planner
 //! choose from the calibrated model ([`model::Params`]).
 

@@ -98,20 +98,129 @@ impl std::fmt::Debug for Team {
     }
 }
 
-/// Create (or truncate to the right size) a control block file.
+/// How many fresh names [`create_fresh_block`] tries before it gives up
+/// (each is new random bits: a collision means someone else made the file).
+const CREATE_TRIES: usize = 8;
+
+/// Teams this process named so far: one counter for every thread, so two
+/// teams made at once (MPI_THREAD_MULTIPLE) never get one name.
+static NAMED: AtomicU64 = AtomicU64::new(0);
+
+/// 128 random bits from the kernel (getrandom, else /dev/urandom).
+fn random_bits() -> Result<u128> {
+    let mut b = [0u8; 16];
+    // SAFETY: writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut b))
+            .map_err(Error::io("read /dev/urandom"))?;
+    }
+    Ok(u128::from_ne_bytes(b))
+}
+
+/// A fresh control-block name: `prefix`, this process's pid, a
+/// process-wide counter and 128 random bits, so that no other user can
+/// guess it ahead and no two teams (two threads, or two jobs in separate
+/// pid namespaces sharing /dev/shm) get the same one.
+pub fn fresh_name(prefix: &str) -> Result<String> {
+    let n = NAMED.fetch_add(1, Ordering::Relaxed);
+    Ok(format!(
+        "{prefix}-{}-{n}-{:032x}",
+        std::process::id(),
+        random_bits()?
+    ))
+}
+
+/// Create the control block `name`, which must not exist yet: created
+/// here and now (`O_CREAT | O_EXCL | O_NOFOLLOW`, so neither a file nor a
+/// symbolic link someone put there first is used), readable and writable
+/// by this user only, and sized.  The creator unlinks it once every rank
+/// attached.
 pub fn create_block(name: &str) -> Result<PathBuf> {
     let path = team_path(name);
     let f = OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .map_err(Error::io(format!("create team block {}", path.display())))?;
-    f.set_len(std::mem::size_of::<Ctl>() as u64)
-        .map_err(Error::io(format!("size team block {}", path.display())))?;
+    // Whatever the umask: the ranks check for exactly this mode.
+    let sized = f
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(Error::io(format!("chmod team block {}", path.display())))
+        .and_then(|()| {
+            f.set_len(std::mem::size_of::<Ctl>() as u64)
+                .map_err(Error::io(format!("size team block {}", path.display())))
+        });
+    if let Err(e) = sized {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
     Ok(path)
+}
+
+/// Create a control block under a fresh name ([`fresh_name`]); its name.
+pub fn create_fresh_block(prefix: &str) -> Result<String> {
+    let mut last = None;
+    for _ in 0..CREATE_TRIES {
+        let name = fresh_name(prefix)?;
+        match create_block(&name) {
+            Ok(_) => return Ok(name),
+            Err(Error::Io { source, what })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                last = Some(Error::Io { source, what });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::Invalid("no team block created".into())))
+}
+
+/// Open the control block at `path` for a rank: it must exist (only its
+/// creator makes it), be no symbolic link, and be what [`create_block`]
+/// made: a regular file of this user's, mode 0600, one link, the size of
+/// a control block.  Anything else may be another user's file put there
+/// to read or rewrite the team's descriptors: refused.
+fn open_block(path: &std::path::Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(Error::io(format!("open team block {}", path.display())))?;
+    // fstat of what was opened, not a second look up of the name.
+    let md = file
+        .metadata()
+        .map_err(Error::io(format!("fstat team block {}", path.display())))?;
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    let euid = unsafe { libc::geteuid() };
+    let want = std::mem::size_of::<Ctl>() as u64;
+    let why = if !md.file_type().is_file() {
+        Some("not a regular file".to_string())
+    } else if md.uid() != euid {
+        Some(format!("owned by uid {}, not {euid}", md.uid()))
+    } else if md.mode() & 0o7777 != 0o600 {
+        Some(format!("mode {:04o}, not 0600", md.mode() & 0o7777))
+    } else if md.nlink() != 1 {
+        Some(format!("{} links, not 1", md.nlink()))
+    } else if md.len() != want {
+        Some(format!("{} bytes, not {want}", md.len()))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::Untrusted(format!(
+            "team block {}: {why}",
+            path.display()
+        ))),
+        None => Ok(file),
+    }
 }
 
 fn env_usize(var: &'static str) -> Result<usize> {
@@ -136,9 +245,11 @@ impl Team {
         std::env::var_os(ENV_TEAM).is_some()
     }
 
-    /// Attach to the control block `name` (created if missing, so an
-    /// existing launcher can just pick a name) as `rank` of `size`.
-    /// Returns once all `size` ranks attached.
+    /// Attach to the control block `name`, made beforehand by
+    /// [`create_block`] or [`create_fresh_block`] (a launcher, or rank 0
+    /// before it hands the name to the others), as `rank` of `size`.
+    /// Refuses a block this user did not create as those do (see
+    /// `open_block`).  Returns once all `size` ranks attached.
     pub fn attach(
         name: &str,
         rank: usize,
@@ -150,15 +261,10 @@ impl Team {
                 "rank {rank} of team size {size} (1..={MAX_RANKS})"
             )));
         }
-        let path = create_block(name)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(Error::io(format!("open team block {}", path.display())))?;
+        let file = open_block(&team_path(name))?;
         let len = NonZeroUsize::new(std::mem::size_of::<Ctl>()).expect("nonzero");
-        // SAFETY: a fresh shared mapping of a file at least `len` long; we
-        // only ever access it through atomics.
+        // SAFETY: a fresh shared mapping of a file exactly `len` long
+        // (checked by open_block); we only ever access it through atomics.
         let ptr = unsafe {
             mmap(
                 None,
@@ -289,7 +395,7 @@ impl Team {
         // made to cache_regions.
         unsafe {
             match &mut self.cache {
-                Some(c) => c.expose(self.transport.as_ref(), ptr, len, publish),
+                Some(c) => c.expose(self.transport.as_ref(), ptr, len, publish, self.seq),
                 None => Ok(Exposed::owned(self.transport.expose_raw(
                     ptr.cast_mut(),
                     len,
@@ -368,6 +474,30 @@ impl Team {
         self.spin_until("barrier", || {
             ctl.generation.0.load(Ordering::Acquire) != gen
         })
+    }
+
+    /// Run one collective call: when it fails after it began (a peer
+    /// timed out, a copy failed), the regions it kept are dropped, since a
+    /// late peer may still reach them once the caller reuses the buffers.
+    /// A declined call keeps them: every rank returned before any byte
+    /// moved.
+    pub(crate) fn call<T>(&mut self, f: impl FnOnce(&mut Team) -> Result<T>) -> Result<T> {
+        let seq = self.seq;
+        let r = f(self);
+        if let Err(e) = &r {
+            if self.seq != seq && !matches!(e, Error::Declined { .. }) {
+                if let Some(c) = &mut self.cache {
+                    c.drop_call(self.seq);
+                }
+            }
+        }
+        r
+    }
+
+    /// How long a rank waits for a peer before its call fails with
+    /// [`Error::Timeout`] (KNEM_RS_TIMEOUT, else 120 s, at attach).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
     }
 
     /// Start a collective: a fresh sequence number for progress signals.

@@ -142,7 +142,7 @@ fn hierarchical_bcast_on_fake_numa() {
 fn attach_by_name_without_launcher() {
     // Two threads of one process can't be two ranks of CMA semantics, but
     // a 1-rank team attached by name exercises the no-launcher path.
-    let name = launch::fresh_name();
+    let name = knem_coll::team::create_fresh_block("knem-rs-test").unwrap();
     let mut t = Team::attach(&name, 0, 1, knem_transport::open(Kind::Shm).unwrap()).unwrap();
     let mut buf = vec![1u8; 10];
     t.bcast(&mut buf, 0, None).unwrap();

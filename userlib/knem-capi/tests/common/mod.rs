@@ -16,7 +16,7 @@ pub fn last() -> String {
 /// Attach `size` threads as one team over `transport` and run
 /// `body(team, rank)` in each.
 pub fn team_of(size: usize, transport: &'static CStr, body: fn(*mut CTeam, usize)) {
-    let name = CString::new(knem_coll::launch::fresh_name()).unwrap();
+    let name = CString::new(knem_coll::team::create_fresh_block("knem-rs-test").unwrap()).unwrap();
     std::thread::scope(|s| {
         for rank in 0..size {
             let name = &name;
