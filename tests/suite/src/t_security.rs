@@ -326,6 +326,9 @@ pub fn memlock_cap_ipc_lock_only_in_initial_userns() -> TestResult {
                 "{COUNTER} grew to +{refused} after CAP_IPC_LOCK in the initial namespace pinned, expected +2"
             );
             Ok(())
+        })
+    })
+}
 
 /// First uids of two namespaces that root creates, as a rootful container
 /// runtime maps them.
