@@ -16,7 +16,8 @@
 #
 # Environment (make test uses a lighter pass on all but one kernel):
 #   KNEM_SUITE_COLL    knem-coll check arguments (default: every collective
-#                      on teams of 1 to 8, up to 16 MiB+3)
+#                      on teams of 1 to 8, up to 16 MiB+3); several sets
+#                      separated by ';' run one after the other
 #   KNEM_SUITE_CYCLES  unload/load cycles (default 200)
 #   KNEM_SUITE_IDLE_FDS  idle fds of offload_threads_bounded (default 10000)
 #   KNEM_SUITE_DMA_TESTS which tests the pass with the DMA provider runs
@@ -90,7 +91,14 @@ echo "full-suite.sh: the $provider_skips tests the first pass skipped for want o
 if [ -n "$kernel" ]; then
 	step "fault-injection tests" tests/vm/fault-tests.sh --kernel "$kernel"
 fi
-step "collectives ($coll)" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c \
-	"mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm && KNEM_RS_TRANSPORT=knem knem-coll check $coll"
+# KNEM_SUITE_COLL may hold several argument sets separated by ';' (e.g. the
+# dense grid on small teams, a lighter one on big teams), run in one boot.
+coll_cmd="mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm"
+IFS=';' read -ra coll_sets <<< "$coll"
+for set in "${coll_sets[@]}"; do
+	[ -n "${set// /}" ] || continue
+	coll_cmd="$coll_cmd && KNEM_RS_TRANSPORT=knem knem-coll check $set"
+done
+step "collectives ($coll)" tests/vm/run "${run_opts[@]}" --timeout 1200 --add "$bin/knem-coll" -- sh -c "$coll_cmd"
 step "$cycles load cycles" tests/vm/run "${run_opts[@]}" --timeout 900 --add tests/vm/load-cycles.sh \
 	--add "$bin/knem-tests" -- load-cycles.sh "$cycles"

@@ -159,3 +159,45 @@ fn check_ends_with_one_summary_line() {
     assert!(!o.status.success());
     assert_eq!(out.lines().last(), Some("0 passed, 1 failed"), "{out}");
 }
+
+#[test]
+fn check_teams_runs_exactly_the_listed_sizes() {
+    let exe = env!("CARGO_BIN_EXE_knem-coll");
+    let run = |teams: &str| {
+        let o = Command::new(exe)
+            .args(["check", "--teams", teams, "--sizes", "0,4097", "--big", ""])
+            .env("KNEM_RS_TRANSPORT", "shm")
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = run("1,3");
+    assert!(ok, "{out}");
+    // One line per team, in the listed order, then the summary.
+    let ranks: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split(" collectives checked on ").nth(1))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(ranks, ["1", "3"], "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap_or("")
+            .ends_with(" passed, 0 failed"),
+        "{out}"
+    );
+    // A team that cannot exist is a failure, not an empty pass.
+    let (ok, out) = run("0");
+    assert!(!ok, "{out}");
+    assert_eq!(out.lines().last(), Some("0 passed, 1 failed"), "{out}");
+    // --teams replaces -n and --all-teams; both at once is a usage error.
+    let o = Command::new(exe)
+        .args(["check", "--teams", "2", "--all-teams"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -75,6 +75,10 @@ enum Cmd {
         /// Check every team size from 1 to n in turn (one summary line).
         #[arg(long)]
         all_teams: bool,
+        /// Check these team sizes in turn instead (one summary line), e.g.
+        /// 5,6,7,8 with a lighter grid than the small teams get.
+        #[arg(long, value_delimiter = ',', conflicts_with_all = ["n", "all_teams"])]
+        teams: Vec<usize>,
         /// Replace the dense grid (every algorithm, roots 0 and p-1),
         /// e.g. 0,1,4K+1.
         #[arg(long, value_delimiter = ',')]
@@ -383,6 +387,7 @@ fn main() -> ExitCode {
             n,
             quick,
             all_teams,
+            teams,
             sizes,
             big,
         } => {
@@ -402,7 +407,9 @@ fn main() -> ExitCode {
                 }
             }
             if !Team::in_team() {
-                let teams: Vec<usize> = if all_teams {
+                let teams: Vec<usize> = if !teams.is_empty() {
+                    teams
+                } else if all_teams {
                     (1..=n).collect()
                 } else {
                     vec![n]
