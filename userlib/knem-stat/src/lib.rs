@@ -251,10 +251,13 @@ fn push_object<'a>(out: &mut String, fields: impl Iterator<Item = (&'a str, Stri
 /// character Prometheus does not allow in a name replaced by `_`.
 fn prom_name(name: &str) -> String {
     let mut out = String::from(PROM_PREFIX);
-    out.extend(
-        name.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }),
-    );
+    out.extend(name.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            c
+        } else {
+            '_'
+        }
+    }));
     out
 }
 
@@ -789,7 +792,10 @@ mod tests {
         write_atomic(&out, "new\n").unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "new\n");
         use std::os::unix::fs::PermissionsExt as _;
-        assert_eq!(fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o644);
+        assert_eq!(
+            fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
         let names: Vec<String> = fs::read_dir(&f.0)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -818,7 +824,10 @@ mod tests {
         let text = fs::read_to_string(&out).unwrap();
         let _ = fs::remove_file(&out);
         assert!(text.contains("\nknem_regions 2\n"), "{text}");
-        assert!(text.ends_with("\nknem_pins_refused_memlock_warning 1\n"), "{text}");
+        assert!(
+            text.ends_with("\nknem_pins_refused_memlock_warning 1\n"),
+            "{text}"
+        );
         assert!(Cli::try_parse_from(["knem-stat", "--prometheus", "--json"]).is_err());
         assert!(Cli::try_parse_from(["knem-stat", "--prometheus", "--watch", "1"]).is_err());
         assert!(Cli::try_parse_from(["knem-stat", "--output", "x", "--watch", "1"]).is_err());
