@@ -27,6 +27,38 @@ use std::path::{Path, PathBuf};
 /// readable by every user, or by the group knem).
 pub const SECTION: &str = "1";
 
+/// The date of the pages, YYYY-MM-DD: that of SOURCE_DATE_EPOCH (the
+/// Makefile sets it to the last commit's), so that a rebuild gives the
+/// same bytes; today's without it.  (`.TH` needs a date: an empty one
+/// would shift the source and manual names into its place.)
+pub fn page_date() -> String {
+    let secs = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64)
+        });
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Year, month, day of a count of days since 1970-01-01 (proleptic
+/// Gregorian calendar; H. Hinnant's days-to-civil algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 /// The command line of every shipped tool, as its program builds it.
 pub fn commands() -> Vec<Command> {
     vec![
@@ -70,6 +102,7 @@ pub fn man_page(cmd: Command) -> io::Result<Vec<u8>> {
     let man = Man::new(cmd.clone())
         .title(name.to_uppercase())
         .section(SECTION)
+        .date(page_date())
         .manual("knem-rs");
     let mut out = Vec::new();
     man.render_title(&mut out)?;
@@ -220,4 +253,19 @@ pub fn generate(out: &Path) -> io::Result<Vec<PathBuf>> {
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_from_days;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(59), (1970, 3, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        // 2026-11-28 00:00 UTC is 1795824000 s.
+        assert_eq!(civil_from_days(1_795_824_000 / 86_400), (2026, 11, 28));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
 }
