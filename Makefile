@@ -372,9 +372,14 @@ DIST_TARBALL := $(DIST_DIR)/$(DIST_NAME).tar.gz
 PKG_TARBALL = $(abspath $(or $(KNEM_RS_TARBALL),$(DIST_TARBALL)))
 BUILDINFO := $(BUILD)/knem_core.BUILDINFO
 # The command-line tools shipped in knem-rs-tools, and the crates that
-# build them (knem-run, the team launcher of the C API, is in knem-coll).
-PKG_TOOLS := knem-bench knem-stat knem-run
+# build them (knem-run, the team launcher of the C API, and knem-coll, the
+# collectives' calibration, are in knem-coll).
+PKG_TOOLS := knem-bench knem-stat knem-run knem-coll
 PKG_TOOL_CRATES := knem-bench knem-stat knem-coll
+# Their man pages and bash, zsh and fish completions, generated from their
+# clap definitions by userlib/knem-gen-docs into $(PREBUILT)/doc
+# (man1/TOOL.1, bash/TOOL, zsh/_TOOL, fish/TOOL.fish).
+DOCS_GEN := $(TOP)/target/$(HOST_TARGET)/release/knem-gen-docs
 # The C API of userlib/knem-capi: libknem_rs.so and libknem_rs.a. The
 # soname's number is set by userlib/knem-capi/build.rs and is part of the
 # Debian package name (libknem-rs0); capi-bin checks they agree.
@@ -407,6 +412,13 @@ KNEMCONFDIR ?= /etc/knem-rs
 KNEMLIBEXECDIR ?= $(PREFIX)/lib/$(PKG_NAME)
 BINDIR ?= $(PREFIX)/bin
 SYSCONFDIR ?= /etc
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+# Debian's zsh and fish directories for packages' completions (the RPM
+# passes Fedora's zsh/site-functions).
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 
 .PHONY: buildinfo check-buildinfo tools-bin capi-bin dist deb rpm package-test package-check \
 	install-dkms install-dkms-hooks install-dev install-lib install-tools
@@ -416,6 +428,11 @@ tools-bin:
 	@mkdir -p $(PREBUILT)
 	@for t in $(PKG_TOOLS); do cp target/$(HOST_TARGET)/release/$$t $(PREBUILT)/$$t.tmp && \
 		mv $(PREBUILT)/$$t.tmp $(PREBUILT)/$$t; done
+	$(STATIC_BUILD) --locked -p knem-gen-docs
+	@rm -rf $(PREBUILT)/doc.tmp && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(DOCS_GEN) $(PREBUILT)/doc.tmp > /dev/null && \
+		for t in $(PKG_TOOLS); do test -f $(PREBUILT)/doc.tmp/man1/$$t.1 || \
+			{ echo "knem-gen-docs wrote no man page for $$t"; exit 1; }; done && \
+		rm -rf $(PREBUILT)/doc && mv $(PREBUILT)/doc.tmp $(PREBUILT)/doc
 
 # Not crt-static: a shared library uses the libc of the program loading it.
 capi-bin:
@@ -448,6 +465,7 @@ buildinfo: $(if $(KNEM_RS_NO_CORE_BUILD),,core-object tools-bin capi-bin)
 		  for t in $(PKG_TOOLS); do \
 		    echo "tool: prebuilt/$$t sha256 $$(sha256sum < $(PREBUILT)/$$t | cut -d' ' -f1)"; done; \
 		  echo "tools-build-command: RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release --locked$(foreach c,$(PKG_TOOL_CRATES), -p $(c)) --target $(HOST_TARGET)"; \
+		  echo "docs: prebuilt/doc, the tools' man pages and completions, written by knem-gen-docs (cargo build --release --locked -p knem-gen-docs, run with the directory)"; \
 		  for f in $(CAPI_FILES); do \
 		    echo "library: prebuilt/$$f sha256 $$(sha256sum < $(PREBUILT)/$$f | cut -d' ' -f1)"; done; \
 		  echo "library-build-command: cargo build $(CAPI_BUILD_ARGS)"; \
@@ -474,7 +492,8 @@ dist: buildinfo package-check
 		tar -cf - -T - | tar -xf - -C $(DIST_DIR)/$(DIST_NAME)
 	@cp $(BUILDINFO) $(DIST_DIR)/$(DIST_NAME)/BUILDINFO
 	@mkdir -p $(DIST_DIR)/$(DIST_NAME)/prebuilt && \
-		for f in $(PKG_TOOLS) $(CAPI_FILES); do cp $(PREBUILT)/$$f $(DIST_DIR)/$(DIST_NAME)/prebuilt/; done
+		for f in $(PKG_TOOLS) $(CAPI_FILES); do cp $(PREBUILT)/$$f $(DIST_DIR)/$(DIST_NAME)/prebuilt/; done && \
+		cp -R $(PREBUILT)/doc $(DIST_DIR)/$(DIST_NAME)/prebuilt/doc
 	@tar --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner \
 		--format=gnu -C $(DIST_DIR) -cf - $(DIST_NAME) | gzip -n -9 > $(DIST_TARBALL).tmp
 	@mv $(DIST_TARBALL).tmp $(DIST_TARBALL) && rm -rf $(DIST_DIR)/$(DIST_NAME)
@@ -550,13 +569,22 @@ install-dkms-hooks:
 	install -D -m 0755 packaging/kernel-hook-knem-rs $(DESTDIR)$(KERNELHOOKDIR)/postinst.d/$(PKG_NAME)
 	install -D -m 0755 packaging/kernel-hook-knem-rs $(DESTDIR)$(KERNELHOOKDIR)/header_postinst.d/$(PKG_NAME)
 
-# The tools, and the directory of the node-wide collective model
-# (`knem-coll calibrate --system` writes model.json there, every team reads
-# it): the tools package owns it.
+# The tools with their man pages and completions, the directory of the
+# node-wide collective model (`knem-coll calibrate --system` writes
+# model.json there, every team reads it: the tools package owns it), and
+# the units that feed node_exporter's textfile collector (shipped
+# disabled).
 install-tools:
-	@for t in $(PKG_TOOLS); do test -f prebuilt/$$t || { echo "prebuilt/$$t is missing: install from the make dist tarball"; exit 1; }; done
-	for t in $(PKG_TOOLS); do install -D -m 0755 prebuilt/$$t $(DESTDIR)$(BINDIR)/$$t || exit 1; done
+	@for t in $(PKG_TOOLS); do test -f prebuilt/$$t && test -f prebuilt/doc/man1/$$t.1 || \
+		{ echo "prebuilt/$$t or its man page is missing: install from the make dist tarball"; exit 1; }; done
+	for t in $(PKG_TOOLS); do install -D -m 0755 prebuilt/$$t $(DESTDIR)$(BINDIR)/$$t && \
+		install -D -m 0644 prebuilt/doc/man1/$$t.1 $(DESTDIR)$(MANDIR)/man1/$$t.1 && \
+		install -D -m 0644 prebuilt/doc/bash/$$t $(DESTDIR)$(BASHCOMPDIR)/$$t && \
+		install -D -m 0644 prebuilt/doc/zsh/_$$t $(DESTDIR)$(ZSHCOMPDIR)/_$$t && \
+		install -D -m 0644 prebuilt/doc/fish/$$t.fish $(DESTDIR)$(FISHCOMPDIR)/$$t.fish || exit 1; done
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/knem-rs
+	for u in knem-stat-prometheus.service knem-stat-prometheus.timer; do \
+		install -D -m 0644 packaging/$$u $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; done
 
 # The runtime library: the file named after the release, and the soname
 # link that the dynamic linker looks for (ldconfig would make the same one).

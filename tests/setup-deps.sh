@@ -34,6 +34,10 @@ apt-get install -y -qq --no-install-recommends \
 	busybox-static cpio gzip e2fsprogs kmod libclang-dev dkms debootstrap \
 	build-essential debhelper dh-dkms fakeroot lintian rpm libopenmpi-dev openmpi-bin \
 	fonts-dejavu-core >/dev/null
+# The tools' man pages (man, lexgrog: userlib/knem-gen-docs's test and
+# tests/package/man-pages.sh) and Prometheus's reference text parser
+# (tests/interop/prometheus-check.py, run in the VM from the host's root).
+apt-get install -y -qq --no-install-recommends man-db python3-prometheus-client >/dev/null
 
 rustup target add x86_64-unknown-none >/dev/null
 rustup component add rust-src clippy rustfmt >/dev/null

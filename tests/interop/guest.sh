@@ -35,9 +35,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export UCX_RNDV_THRESH=65536
 # Each rank sees variables that only some ranks use: no warning for those.
 export UCX_WARN_UNUSED_ENV_VARS=n
-# ucx_info, three perftests, three mpi_check jobs, the memlock job
-# (knemrs.sh adds its own).
-want_passed=8
+# ucx_info, three perftests, three mpi_check jobs, the memlock job,
+# knem-stat --prometheus (knemrs.sh adds its own).
+want_passed=9
 
 # ---- UCX ---------------------------------------------------------------------
 
@@ -224,6 +224,22 @@ if (ulimit -l $((limit / 1024)) && exec setpriv --reuid=nobody --regid=nogroup -
 else
 	cat /tmp/memlock.log.out /tmp/memlock.log.err > /tmp/memlock.log
 	fail ompi-ucx-memlock-nobody "the job failed" /tmp/memlock.log
+fi
+
+# ---- knem-stat --prometheus ---------------------------------------------------
+
+# What knem-stat-prometheus.service writes for node_exporter, read by the
+# reference parser (prometheus_client, Debian's python3-prometheus-client
+# in the host's root) against every counter in sysfs, now that the jobs
+# above moved bytes through the module and had pins refused (the warning
+# gauge is then 1).
+t0=$(date +%s)
+if /usr/bin/python3 "$(dirname "$0")/prometheus-check.py" "$knem_stat" \
+	--nonzero regions_created,bytes_inline_read,bytes_inline_write > /tmp/prometheus.log 2>&1; then
+	echo "$(cat /tmp/prometheus.log) in $(($(date +%s) - t0)) s"
+	passed=$((passed + 1))
+else
+	fail prometheus "knem-stat --prometheus does not agree with $sysfs" /tmp/prometheus.log
 fi
 
 # ---- coll/knemrs --------------------------------------------------------------

@@ -176,7 +176,8 @@ nothing_left() {
 		"$root/usr/lib/knem-rs" "$root"/usr/lib64/libknem_rs.* "$root/usr/lib64/pkgconfig/knem_rs.pc" \
 		"$root/usr/include/knem_io.h" "$root/usr/include/knem_rs.h" "$root/usr/share/pkgconfig/knem-rs.pc" \
 		"$root"/usr/share/doc/knem-rs-* "$root/usr/bin/knem-bench" "$root/usr/bin/knem-stat" \
-		"$root/usr/bin/knem-run"; do
+		"$root/usr/bin/knem-run" "$root/usr/bin/knem-coll" "$root"/usr/share/man/man1/knem-stat.1* \
+		"$root/usr/lib/systemd/system/knem-stat-prometheus.timer"; do
 		[ -e "$f" ] || [ -L "$f" ] && { echo "left behind: ${f#"$root"}"; status=1; }
 	done
 	f=$(rpm_root -qa | grep '^knem-rs' || true)

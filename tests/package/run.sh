@@ -12,6 +12,9 @@
 #      hold in the VM; the C API's installed example compiles with pkg-config knem_rs
 #      against the installed library only, shared and static, and passes as
 #      a knem-run team here (CMA, shm) and in the VM over the knem module;
+#      man finds the tools' pages and renders them without warnings, every
+#      flag of their --help documented (tests/package/man-pages.sh), and
+#      knem-stat-prometheus's units are installed disabled;
 #   3. kernel upgrade: installing another kernel's headers builds knem.ko
 #      for it through DKMS's hook; its image, if apt has it, boots too;
 #   4. apt purge leaves nothing behind;
@@ -258,7 +261,9 @@ nothing_left() {
 		/usr/include/knem_io.h /usr/include/knem_rs.h /usr/share/pkgconfig/knem-rs.pc \
 		$libdir/libknem_rs.* $libdir/pkgconfig/knem_rs.pc \
 		/usr/share/doc/knem-rs-dkms /usr/share/doc/libknem-rs0 /usr/share/doc/libknem-rs-dev \
-		/usr/bin/knem-bench /usr/bin/knem-stat /usr/bin/knem-run \
+		/usr/bin/knem-bench /usr/bin/knem-stat /usr/bin/knem-run /usr/bin/knem-coll \
+		/usr/share/man/man1/knem-stat.1.gz /usr/share/bash-completion/completions/knem-stat \
+		/lib/systemd/system/knem-stat-prometheus.timer \
 		"$ompi_pkglibdir/mca_coll_knemrs.so" /usr/share/doc/knem-rs-openmpi; do
 		[ -e "$f" ] || [ -L "$f" ] && { echo "left behind: $f"; status=1; }
 	done
@@ -283,6 +288,26 @@ lintian_clean() {
 	echo "lintian exit status $rc, $(grep -c '^E: ' "$out") errors, $(grep -c '^W: ' "$out") warnings ($out)"
 	grep '^E: ' "$out"
 	[ "$rc" -eq 0 ] && ! grep -q '^E: ' "$out"
+}
+
+# knem-stat-prometheus's units, installed: in /lib/systemd/system, left
+# disabled (no .wants link: the admin enables the timer), and accepted by
+# systemd-analyze verify with not a word (it checks the syntax, that
+# /usr/bin/knem-stat is there and that the timer has its service).
+prometheus_units() {
+	local u out
+	for u in knem-stat-prometheus.service knem-stat-prometheus.timer; do
+		[ -f "/lib/systemd/system/$u" ] || { echo "no /lib/systemd/system/$u"; return 1; }
+	done
+	if ls /etc/systemd/system/*.wants/knem-stat-prometheus.* 2> /dev/null; then
+		echo "enabled by the installation"
+		return 1
+	fi
+	out=$(systemd-analyze verify --man=no /lib/systemd/system/knem-stat-prometheus.timer \
+		/lib/systemd/system/knem-stat-prometheus.service 2>&1) || { echo "$out"; return 1; }
+	[ -z "$out" ] || { echo "systemd-analyze verify: $out"; return 1; }
+	grep -qx 'ExecStart=/usr/bin/knem-stat --prometheus --output /var/lib/prometheus/node-exporter/knem-rs.prom' \
+		/lib/systemd/system/knem-stat-prometheus.service
 }
 
 # knem-rs-openmpi: this machine's Open MPI, its library package's version
@@ -341,9 +366,9 @@ ompi_coll_check() {
 # --------------------------------------------------------------------------
 say "preconditions"
 [ "$(id -u)" = 0 ] || { echo "package-test installs packages: run it as root"; exit 1; }
-for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio cc pkg-config objdump mpicc ompi_info; do
+for tool in dpkg-buildpackage dh dh_dkms lintian dkms rpmbuild rpm2cpio cpio cc pkg-config objdump mpicc ompi_info man lexgrog systemd-analyze; do
 	command -v "$tool" >/dev/null || {
-			echo "missing $tool: apt-get install debhelper dh-dkms lintian dkms rpm cpio gcc pkg-config binutils libopenmpi-dev openmpi-bin"; exit 1; }
+			echo "missing $tool: apt-get install debhelper dh-dkms lintian dkms rpm cpio gcc pkg-config binutils libopenmpi-dev openmpi-bin man-db systemd"; exit 1; }
 done
 check "versions agree (Cargo.toml, dkms.conf, debian/changelog, spec)" tests/package/check-versions.sh
 check "earlier installation purged" purge_ours
@@ -430,6 +455,10 @@ else
 	check "knem-bench runs from /usr/bin (--help)" /usr/bin/knem-bench --help
 	check "knem-stat runs from /usr/bin (--help)" /usr/bin/knem-stat --help
 	check "knem-run runs from /usr/bin (--help)" /usr/bin/knem-run --help
+	check "knem-coll runs from /usr/bin (--help)" /usr/bin/knem-coll --help
+	check "man pages: man finds each tool's and renders it without warnings, every flag of its --help texts documented; bash, zsh, fish completions (tests/package/man-pages.sh)" \
+		tests/package/man-pages.sh knem-stat knem-bench knem-run knem-coll
+	check "knem-stat-prometheus.service and .timer installed disabled, systemd-analyze verify clean" prometheus_units
 	if [ -n "${deb_ompi:-}" ] && check "apt install ./knem-rs-openmpi (bookworm)" apt-get install -y "./$deb_ompi"; then
 		check "ompi_info lists MCA coll: knemrs (API of coll/tuned), no option, every component opened" ompi_info_knemrs
 		check "knem-rs-openmpi: coll_check verify on 2 ranks under mpirun: coll/knemrs enabled, team over CMA, every byte right" \

@@ -21,6 +21,8 @@ pub mod bench;
 pub mod calibrate;
 #[cfg(feature = "tools")]
 pub mod check;
+#[cfg(feature = "tools")]
+pub mod cli;
 mod coll;
 mod contention;
 mod error;

@@ -1,26 +1,8 @@
 //! knem-run -n N -- prog args: run N copies of prog as a knem-rs team.
 
 use clap::Parser;
+use knem_coll::cli::run::Cli;
 use std::process::{Command, ExitCode};
-
-#[derive(Parser)]
-#[command(
-    name = "knem-run",
-    version,
-    about = "Run N local processes as a knem-rs team \
-    (sets KNEM_RS_TEAM, KNEM_RS_RANK, KNEM_RS_SIZE)"
-)]
-struct Cli {
-    /// Number of processes.
-    #[arg(short = 'n', long = "np", default_value_t = 2)]
-    n: usize,
-    /// Transport for every rank (knem, cma, shm); default automatic.
-    #[arg(long)]
-    transport: Option<String>,
-    /// The program and its arguments.
-    #[arg(required = true, last = true)]
-    cmd: Vec<String>,
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
