@@ -17,6 +17,13 @@
 #   make test-debug-kernel  the suite, the DMA-provider suite and a 10-minute
 #                   fuzz under a KASAN + lockdep kernel built once per machine
 #                   (tests/debug-kernel; not part of make test, not in CI)
+#   make uml-test   the suite in User-Mode Linux on real cores, 2 virtual CPUs
+#                   (tests/uml; the UML kernel is built once per machine;
+#                   not part of make test, not in CI)
+#   make bench-uml  knem-bench's first hardware numbers for knem: pingpong,
+#                   solo copies, contention and collectives in UML
+#   make uml-payload  build/uml-payload/: UML kernel, knem.ko, static tools
+#                   and one script that measures a node with nothing installed
 #
 # KVERS defaults to every kernel that has both an image in /boot and headers.
 
@@ -37,6 +44,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
+	uml-kernel uml-module uml-test bench-uml uml-payload \
 	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc interop-smsc-bench two-node test-debug-kernel \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
@@ -274,6 +282,31 @@ fuzz-smoke: module
 FUZZ_DEBUG ?= 600
 test-debug-kernel: core-object tests-bin
 	tests/debug-kernel/run.sh --fuzz $(FUZZ_DEBUG)
+
+# The User-Mode Linux lab (tests/uml): a UML kernel with SMP from Debian's
+# linux-source-7.2, built once per machine (about 20 minutes on 2 cores,
+# cached in /var/cache/knem-rs/uml), and knem.ko for it with the Rust
+# core's UML object (rust-core/build-kobj.sh --uml, checked by
+# check-kobj.sh --uml).  Not part of make test: CI starts from a fresh
+# machine, where the kernel build alone would not fit.
+UML_NCPUS ?= 2
+uml-kernel:
+	tests/uml/build.sh kernel
+uml-module:
+	tests/uml/build.sh module
+uml-test: uml-kernel uml-module tests-bin
+	tests/uml/suite.sh --ncpus $(UML_NCPUS)
+
+# knem-bench on real cores: one virtual CPU per host CPU.  BENCH_UML_ARGS=
+# --quick for a short run.  Tables on stdout, CSVs in build/bench-uml/.
+BENCH_UML_ARGS ?=
+bench-uml: uml-kernel uml-module bench-bin
+	tests/uml/bench.sh $(BENCH_UML_ARGS) $(BENCH_BIN) $(BUILD)/bench-uml
+
+# A directory that measures any x86-64 Linux node as root, nothing
+# installed: build/uml-payload/measure.
+uml-payload: uml-kernel uml-module bench-bin tests-bin coll-bin
+	tests/uml/payload.sh $(BUILD)/uml-payload
 
 # The cargo-fuzz targets of the Rust core (rust-core/fuzz, nightly): each
 # runs FUZZ_CORE_TIME seconds from a copy of its checked-in corpus under

@@ -2,6 +2,13 @@
 # build-kobj.sh OUT.o - build the Rust core as a relocatable kernel object.
 # build-kobj.sh --print-flags - the compiler and cargo flags it uses, as
 # BUILDINFO records them (paths as $root, $sysroot, $cargo_home).
+# build-kobj.sh --uml OUT.o - the same object for a User-Mode Linux kernel
+# (tests/uml): the one difference is the code model.  UML loads modules at
+# user addresses above 2 GiB, which the kernel code model's sign-extended
+# 32-bit absolute relocations (R_X86_64_32S) cannot reach, so the UML object
+# is position independent with the small code model (-Crelocation-model=pie,
+# as arch/um/Makefile builds the kernel's own Rust).  The object shipped for
+# x86 kernels (c-shim/knem_core.prebuilt) is never built this way.
 #
 # The object sees no kernel header, so it is independent of the kernel
 # version.  It is compiled with the kernel's x86-64 codegen (code-model
@@ -15,11 +22,17 @@
 # V=1 for cargo's output, LD / OBJCOPY to override the binutils.
 set -eu
 
-out=${1:?usage: build-kobj.sh OUT.o | --print-flags}
+uml=0
+if [ "${1:-}" = --uml ]; then
+	uml=1
+	shift
+fi
+out=${1:?usage: build-kobj.sh [--uml] OUT.o | --print-flags}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 target=x86_64-unknown-none
 target_dir=${KNEM_CORE_TARGET_DIR:-$root/target/kobj}
+[ "$uml" = 0 ] || target_dir=${KNEM_CORE_TARGET_DIR:-$root/target/kobj-uml}
 exports=$here/exports.txt
 LD=${LD:-ld}
 OBJCOPY=${OBJCOPY:-objcopy}
@@ -30,6 +43,7 @@ cargo_home=${CARGO_HOME:-$HOME/.cargo}
 
 # Kernel codegen (SPEC §5); the in-tree Rust build of 6.12 passes the same.
 rustflags="-Ccode-model=kernel -Crelocation-model=static -Cpanic=abort"
+[ "$uml" = 0 ] || rustflags="-Crelocation-model=pie -Cpanic=abort"
 rustflags="$rustflags -Copt-level=2 -Cdebuginfo=0 -Coverflow-checks=n -Cdebug-assertions=n"
 rustflags="$rustflags -Cforce-unwind-tables=n -Cjump-tables=n"
 # Direct (PLT32) calls to memset & co: the target's default (no PLT) would

@@ -13,6 +13,7 @@ mod error;
 mod knemdev;
 mod mech;
 mod mem;
+mod overhead;
 mod pingpong;
 mod plot;
 mod proc;
@@ -20,6 +21,7 @@ mod progress;
 mod regions;
 mod report;
 mod sizes;
+mod solo;
 mod stats;
 mod sysinfo;
 
@@ -96,6 +98,36 @@ enum Cmd {
         /// Off-cache buffer pool per process (default: 2 x LLC within 64M..1G).
         #[arg(long)]
         pool: Option<String>,
+    },
+    /// One process copies between its own buffers through each mechanism
+    /// (knem from and to a region over its own pool, CMA with its own pid,
+    /// memcpy): the kernel's copy path without any hand-off between
+    /// processes.
+    Solo {
+        /// Sizes: list (4K,1M) or range (1K..64M).
+        #[arg(long)]
+        sizes: Option<String>,
+        /// Factor between sizes of a range.
+        #[arg(long, default_value_t = 4)]
+        step: u64,
+        /// Mechanisms to compare (memcpy, cma-read, cma-write, knem-read,
+        /// knem-write, knem-copy).
+        #[arg(long, value_delimiter = ',', default_values_t = solo::MECHS.to_vec())]
+        mechs: Vec<Mech>,
+        /// Cache modes.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![Cache::Hot, Cache::Off])]
+        cache: Vec<Cache>,
+        /// Off-cache buffer pool (default: 2 x LLC within 64M..1G).
+        #[arg(long)]
+        pool: Option<String>,
+    },
+    /// The fixed costs in every measured time: one system call, one
+    /// hand-off between two processes, memcpy's bandwidth.
+    Overhead {
+        /// Print them as KNEM_LAB_HOST_*= lines (what tests/uml/run passes
+        /// to the guest as the host's costs).
+        #[arg(long)]
+        env: bool,
     },
     /// R readers copy the same buffer of one process at once (one-to-all).
     Contention {
@@ -179,7 +211,12 @@ fn sizes_or(
 /// A table under a title that says what its numbers are (emulated or
 /// not), followed under TCG by the warning its kernel-copy ratios need.
 fn section(machine: &Machine, title: &str, table: &str, recs: &[Record]) -> String {
-    let mut s = format!("\n[{title}] {}\n{table}", machine.numbers());
+    let mut s = format!("\n[{title}] {}\n", machine.numbers());
+    if let Some(o) = machine.overheads_line() {
+        s += &o;
+        s += "\n";
+    }
+    s += table;
     if let Some(w) = machine.ratio_warning(recs) {
         s += &w;
         s += "\n";
@@ -201,8 +238,29 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     let c = &cli.common;
-    let machine = Machine::probe();
+    let mut machine = Machine::probe();
+    if let Cmd::Overhead { env } = &cli.cmd {
+        let o = overhead::Overheads::measure()?;
+        if *env {
+            print!("{}", o.env());
+        } else {
+            println!("{}", machine.header());
+            println!("{}", o.line(if machine.uml() { "UML" } else { "measured" }));
+        }
+        return Ok(());
+    }
+    // Under UML every table says what a system call and a hand-off cost
+    // there (and on the host), so a reader sees which sizes they swamp.
+    if machine.uml() && !knem_coll::Team::in_team() {
+        machine.overheads = Some(overhead::Overheads::measure()?);
+    }
     if let Cmd::Coll(a) = &cli.cmd {
+        if !knem_coll::Team::in_team() {
+            println!("{}", machine.header());
+            if let Some(o) = machine.overheads_line() {
+                println!("{o}");
+            }
+        }
         let out = c.out.as_deref();
         return coll::run(a.ranks, &a.ops, &a.sizes, c.reps.unwrap_or(5), c.quick, out);
     }
@@ -288,6 +346,52 @@ fn run(cli: Cli) -> Result<()> {
                     .cloned()
                     .collect();
                 let table = pingpong::pingpong_table(&recs, cache.name()).render();
+                text += &section(&machine, title, &table, &mine);
+            }
+            recs
+        }
+        Cmd::Solo {
+            sizes,
+            step,
+            mechs,
+            cache,
+            pool,
+        } => {
+            let llc = machine.llc_bytes.unwrap_or(32 << 20);
+            let pool = match pool {
+                Some(p) => parse_size(p).ctx("--pool")?,
+                None if q => 16 << 20,
+                None => (2 * llc).clamp(64 << 20, 1 << 30),
+            };
+            let st = pingpong::Settings {
+                sizes: sizes_or(sizes, q, "4K..64M", "4K..1M", *step)?,
+                reps,
+                target,
+                max_iters,
+                pool: pool as usize,
+                caches: cache.clone(),
+            };
+            let probes = Probes::run(mechs);
+            let (run, sk) = probes.select(mechs);
+            skipped = sk;
+            println!(
+                "solo: one process copies its own buffers, time per copy, median of {reps} reps; off-cache pool {}{}",
+                fmt_size(pool),
+                if pool < llc { " (smaller than the LLC: off-cache numbers are optimistic)" } else { "" }
+            );
+            let recs = solo::solo(&st, &run)?;
+            for cache in &st.caches {
+                let title = if *cache == Cache::Hot {
+                    "solo, cache-hot buffers"
+                } else {
+                    "solo, off-cache buffers"
+                };
+                let mine: Vec<Record> = recs
+                    .iter()
+                    .filter(|r| r.cache == cache.name())
+                    .cloned()
+                    .collect();
+                let table = pingpong::copy_table(&recs, "solo", cache.name()).render();
                 text += &section(&machine, title, &table, &mine);
             }
             recs
@@ -459,7 +563,9 @@ fn run(cli: Cli) -> Result<()> {
             );
             recs
         }
-        Cmd::Plot { .. } | Cmd::Coll(_) => unreachable!("handled above"),
+        Cmd::Plot { .. } | Cmd::Coll(_) | Cmd::Overhead { .. } => {
+            unreachable!("handled above")
+        }
     };
     print!("{text}");
     let report = Report {

@@ -155,6 +155,12 @@ pub fn pingpong(st: &Settings, mechs: &[Mech], chunk: u64) -> Result<Vec<Record>
 
 /// The pingpong table of one cache mode.
 pub fn pingpong_table(recs: &[Record], cache: &str) -> Table {
+    copy_table(recs, "pingpong", cache)
+}
+
+/// The table of one cache mode of `bench` (pingpong, solo): time per
+/// message (per copy for solo), bandwidth, ratios.
+pub fn copy_table(recs: &[Record], bench: &str, cache: &str) -> Table {
     let mut t = Table::new(
         &[
             "size",
@@ -169,10 +175,7 @@ pub fn pingpong_table(recs: &[Record], cache: &str) -> Table {
         2,
     );
     let mut last = None;
-    for r in recs
-        .iter()
-        .filter(|r| r.bench == "pingpong" && r.cache == cache)
-    {
+    for r in recs.iter().filter(|r| r.bench == bench && r.cache == cache) {
         if last.is_some_and(|s| s != r.size) {
             t.gap();
         }

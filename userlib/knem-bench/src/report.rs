@@ -305,6 +305,7 @@ mod tests {
                 llc_bytes: Some(32 << 20),
                 load: Some(0.5),
                 accel: "native".into(),
+                overheads: None,
             },
             command: "knem-bench pingpong, --quick".into(),
             skipped: vec![("knem-read".into(), "no /dev/knem".into())],

@@ -1,5 +1,6 @@
 //! What machine the numbers come from.
 
+use crate::overhead::Overheads;
 use crate::sizes::fmt_size;
 use serde::Serialize;
 use std::fs;
@@ -20,21 +21,31 @@ pub struct Machine {
     /// 1-minute load average when the run started (other tenants' load).
     pub load: Option<f64>,
     /// How the CPU runs: `tcg` (emulated by QEMU), `kvm` (a hardware
-    /// guest of the VM lab) or `native` (anything else: a host, or a guest
-    /// whose CPU is not emulated).
+    /// guest of the VM lab), `uml` (User-Mode Linux: the kernel runs as a
+    /// host process, on real cores) or `native` (anything else: a host, or
+    /// a guest whose CPU is not emulated).
     pub accel: String,
+    /// System call, process hand-off and memcpy costs, measured before the
+    /// tables under User-Mode Linux (see [`crate::overhead`]).
+    pub overheads: Option<Overheads>,
 }
 
 /// Kernel copies above this size are dominated by TCG's emulation of
 /// `rep movsb` (about 30 MiB/s) and say nothing about hardware.
 pub const TCG_KERNEL_COPY_LIMIT: u64 = 64 << 10;
 
-/// How the CPU runs: what the VM lab says (`KNEM_LAB_ACCEL`, set by
-/// tests/vm/run), else QEMU's emulated CPU model, else native.
-fn accel_of(cpu: &str) -> String {
+/// How the CPU runs: what the lab says (`KNEM_LAB_ACCEL`, set by
+/// tests/vm/run and tests/uml/run), else User-Mode Linux's or QEMU's CPU
+/// as /proc/cpuinfo names it, else native.
+fn accel_of(cpuinfo: &str, cpu: &str) -> String {
+    let uml = cpuinfo
+        .lines()
+        .any(|l| l.starts_with("vendor_id") && l.ends_with(": User Mode Linux"));
     match std::env::var("KNEM_LAB_ACCEL").as_deref() {
         Ok("tcg") => "tcg".into(),
         Ok("kvm") => "kvm".into(),
+        Ok("uml") => "uml".into(),
+        _ if uml => "uml".into(),
         _ if cpu.contains("TCG") => "tcg".into(),
         _ => "native".into(),
     }
@@ -68,14 +79,26 @@ impl Machine {
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_else(|_| "unknown".into());
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let accel = accel_of(&cpu);
+        let accel = accel_of(&cpuinfo, &cpu);
+        // UML's /proc/cpuinfo names no CPU and sysfs has no caches: the
+        // lab passes the host's (tests/uml/run).
+        let host = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let (cpu, llc) = if accel == "uml" {
+            let host_cpu = host("KNEM_LAB_HOST_CPU").unwrap_or_else(|| "an unknown CPU".into());
+            let host_llc =
+                host("KNEM_LAB_HOST_LLC").and_then(|v| crate::sizes::parse_size(&v).ok());
+            (format!("UML on {host_cpu}"), llc_bytes().or(host_llc))
+        } else {
+            (cpu, llc_bytes())
+        };
         Machine {
             accel,
             cpu,
             cores,
             kernel,
             vm,
-            llc_bytes: llc_bytes(),
+            llc_bytes: llc,
+            overheads: None,
             load: fs::read_to_string("/proc/loadavg")
                 .ok()
                 .and_then(|l| l.split_whitespace().next()?.parse().ok()),
@@ -85,6 +108,11 @@ impl Machine {
     /// True when the CPU is emulated (TCG): times are not hardware times.
     pub fn emulated(&self) -> bool {
         self.accel == "tcg"
+    }
+
+    /// True under User-Mode Linux.
+    pub fn uml(&self) -> bool {
+        self.accel == "uml"
     }
 
     /// The header lines printed above tables.
@@ -106,8 +134,16 @@ impl Machine {
         match self.accel.as_str() {
             "tcg" => "numbers: EMULATED CPU (QEMU TCG), not hardware times",
             "kvm" => "numbers: hardware CPU (KVM guest)",
+            "uml" => "numbers: User-Mode Linux on real cores (system calls and page faults cost far more than on the host: see the overheads line)",
             _ => "numbers: hardware CPU",
         }
+    }
+
+    /// The overheads line printed under every table header, when they
+    /// were measured.
+    pub fn overheads_line(&self) -> Option<String> {
+        let what = if self.uml() { "UML" } else { "measured" };
+        self.overheads.as_ref().map(|o| o.line(what))
     }
 
     /// Under TCG, the warning owed by a table whose records give ratios
@@ -158,6 +194,7 @@ mod tests {
             llc_bytes: None,
             load: None,
             accel: accel.into(),
+            overheads: None,
         }
     }
 
@@ -190,6 +227,21 @@ mod tests {
         assert!(machine("native")
             .header()
             .ends_with("numbers: hardware CPU"));
+        assert!(machine("uml")
+            .header()
+            .contains("numbers: User-Mode Linux on real cores"));
+    }
+
+    #[test]
+    fn uml_is_recognised_by_its_cpuinfo() {
+        let uml = "processor\t: 0\nvendor_id\t: User Mode Linux\nmodel name\t: UML\n";
+        let host = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R)\n";
+        // (KNEM_LAB_ACCEL is not set in cargo test runs)
+        if std::env::var_os("KNEM_LAB_ACCEL").is_none() {
+            assert_eq!(accel_of(uml, "UML"), "uml");
+            assert_eq!(accel_of(host, "Intel(R) Xeon(R)"), "native");
+            assert_eq!(accel_of(host, "QEMU TCG CPU version 2.5+"), "tcg");
+        }
     }
 
     #[test]

@@ -1,0 +1,88 @@
+# tests/vm/verdict.sh - the verdict of a lab run, sourced last by tests/vm/run
+# (QEMU) and tests/uml/run (User-Mode Linux), so both labs judge a run by
+# the same rules.  It reads:
+#   log          the console log (from the guest's start marker on)
+#   m            the prefix of the guest's marker lines (KNEM-VM)
+#   qemu_status  the exit status of the lab's process (qemu or linux)
+#   engine       its name for the messages (qemu, uml)
+#   timeout_s    the run's time limit
+#   fail MSG     prints "$prog: FAIL: MSG" and exits 1
+# and exits with the command's status, or fails with one line saying why.
+# shellcheck shell=bash
+
+# ---- Verdict ------------------------------------------------------------------
+
+if [ "$qemu_status" -eq 124 ] || [ "$qemu_status" -eq 137 ]; then
+	fail "timeout after ${timeout_s}s (log: $log)"
+fi
+
+# Every scan below reads the log from the start marker on: without it
+# (an exit marker alone, say) they would have nothing to read, and the run
+# would pass unchecked.
+grep -aq "^$m-START " "$log" ||
+	fail "no start marker from the guest ($engine status $qemu_status): its kernel log cannot be checked (log: $log)"
+
+# Reports of kernel trouble, from the start marker on (Debian's boot prints
+# mitigation notices that mention WARNING; the panic checks cover the boot).
+bad='BUG:|WARNING:|Oops|[Kk]ernel panic|Call Trace|kernel BUG at|BUG [a-z0-9_-]+ \(|Poison overwritten|Redzone overwritten|Object padding overwritten|Freepointer corrupt|Objects remaining|pagealloc: memory corruption|Bad page|pinned pages leak|KASAN|kmemleak|UBSAN|general protection fault|soft lockup|hung_task|blocked for more than|rcu.*detected stall|list_(add|del) corruption'
+if grep -aqE '[Kk]ernel panic' "$log"; then
+	fail "kernel panic: $(grep -aE '[Kk]ernel panic' "$log" | head -n 1) (log: $log)"
+fi
+trouble=$(sed -n "/^$m-START /,\$p" "$log" | grep -aE "$bad" | head -n 1 || true)
+[ -z "$trouble" ] || fail "kernel reported: $trouble (log: $log)"
+
+# ---- Warnings and taint (tests/kernels) --------------------------------------
+#
+# From the start marker on, only messages at warning level or above reach
+# the console (dmesg -n 5): any message of the module ("knem: ..." or a
+# line naming the module "[knem]"), and any use of an interface the kernel
+# calls deprecated, is a warning our module caused.  A line that merely
+# names a process of ours (comm: knem-fuzz, e.g. the kernel refusing a huge
+# mmap under overcommit) is not, nor are the two notices the kernel prints
+# when it loads any unsigned out-of-tree module, nor the module's own
+# info-level line for a region the access policy refused (it reaches the
+# console on kernels that print every level there, 5.10-rt).  The W taint
+# catches a WARN whose text the patterns above miss.
+#
+# A kernel message reaches the console as one record ending its line, but
+# not always at the start of one: after a command's output that did not
+# end in a newline it follows that text ("...text[   12.3] knem: ...").
+# So each line is read from its first timestamp on, and a notice is
+# allowed only as the whole of its record (anchored at both ends: it
+# cannot hide a longer message that begins like it).
+load_notices='knem: (loading out-of-tree module taints kernel\.|module verification failed: signature and/or required key missing - tainting kernel|.{1,15}\[[0-9]+\]: uid [0-9]+: region refused by access_policy=(uid|ptrace))'
+kernel_records() {
+	sed -n "/^$m-START /,\$p" "$1" | grep -aoE '\[ *[0-9]+\.[0-9]+\] .*' || true
+}
+trouble=$(kernel_records "$log" |
+	grep -aE '^\[ *[0-9]+\.[0-9]+\] ((.*[^a-z_-])?(knem:|\[knem\])|.*deprecated)' |
+	grep -avE "^\[ *[0-9]+\.[0-9]+\] $load_notices\$" | head -n 1 || true)
+[ -z "$trouble" ] || fail "kernel warned: $trouble (log: $log)"
+mtaint=$(sed -n "s/^$m-TAINT module=\([A-Z]*\) .*/\1/p" "$log" | tail -n 1)
+taints=$(sed -n "s/^$m-TAINT before=\([0-9]*\) after=\([0-9]*\).*/\1 \2/p" "$log" | tail -n 1)
+# The guest prints the taint line just before its exit marker.
+[ -n "$taints" ] || fail "no taint line from the guest: the W taint cannot be checked (log: $log)"
+read -r taint0 taint1 <<<"$taints"
+echo "$prog: module taint '${mtaint}', kernel taint $taint0 before insmod, $taint1 at exit"
+# TAINT_WARN is bit 9.
+if (( (taint1 & 512) && !(taint0 & 512) )); then
+	fail "the kernel took a warning taint (W) during the run (log: $log)"
+fi
+# ---- end of the warnings and taint block -----------------------------------
+
+marker=$(grep -a "^$m-EXIT " "$log" | tail -n 1 || true)
+[ -n "$marker" ] || fail "no exit marker from the guest ($engine status $qemu_status; log: $log)"
+status=$(sed -n 's/.* status=\([0-9]*\).*/\1/p' <<<"$marker")
+modstate=$(sed -n 's/.* module=\([a-z-]*\).*/\1/p' <<<"$marker")
+case $modstate in
+ok) ;;
+insmod-failed)
+	why=$(sed -n "s/^$m-INSMOD-ERROR //p" "$log" | tail -n 1)
+	kmsg=$(sed -n "s/^$m-INSMOD-KERNEL //p" "$log" | tail -n 1)
+	fail "insmod knem.ko failed: ${why:-no error message}; kernel: ${kmsg:-nothing} (log: $log)" ;;
+rmmod-failed) fail "rmmod knem failed after the command (status $status; log: $log)" ;;
+*) fail "unreadable exit marker '$marker' (log: $log)" ;;
+esac
+
+echo "$prog: command exited with status $status"
+exit "$status"
