@@ -34,6 +34,9 @@ apt-get install -y -qq --no-install-recommends \
 	busybox-static cpio gzip e2fsprogs kmod libclang-dev dkms debootstrap \
 	build-essential debhelper dh-dkms fakeroot lintian rpm libopenmpi-dev openmpi-bin \
 	fonts-dejavu-core >/dev/null
+# make repo and its test (tests/package/repo.sh): the signed apt and dnf
+# repositories, and Debian's dnf to read the latter.
+apt-get install -y -qq --no-install-recommends reprepro createrepo-c dnf >/dev/null
 
 rustup target add x86_64-unknown-none >/dev/null
 rustup component add rust-src clippy rustfmt >/dev/null
