@@ -38,19 +38,20 @@ export PRTE_ALLOW_RUN_AS_ROOT=1 PRTE_ALLOW_RUN_AS_ROOT_CONFIRM=1
 pkglibdir=$(ompi_info --parsable --path pkglibdir | sed -n 's/^path:pkglibdir://p')
 
 # knem-rs-openmpi installed in this root (smsc.sh --lib-deb: the release's
-# package and libknem-rs0, dpkg -i'd in an overlay of the chroot): a plain
-# `mpirun -np 2 mpi_check` from a login shell, as a user types it (the
-# ping-pong only up to 1 MiB, for time; a broadcast and all-to-all of
-# 16 MiB+3 as in the other jobs), with no
-# option and no component of ours anywhere but where the package put them.
-# knem must move bytes (smsc/knem's and coll/knemrs's together, so their
-# sum is not predicted), and each component alone must move some with the
-# other turned off (--mca smsc ^knem, --mca coll ^knemrs: what any user
-# may add), so both were loaded; every byte verified, no failed copy.  On
-# trixie that needs the package's /etc/profile.d file (mpirun would hand
-# the ranks PMIx's component path).  Then the package's components are
-# hidden (a tmpfs with Debian's own files over the component directory),
-# so that the jobs below load the ones built from the tree.
+# package and libknem-rs0, dpkg -i'd in an overlay of the chroot;
+# DIR/PACKAGE says so): a plain `mpirun -np 2 mpi_check` from a login
+# shell, as a user types it, with no option and no component of ours
+# anywhere but where the package put them (mpi_check's ping-pong only up
+# to 1 MiB, for time; its broadcast and all-to-all of 16 MiB+3 as in the
+# other jobs).  knem must move bytes (smsc/knem's and coll/knemrs's
+# together, so their sum is not predicted), and each component alone must
+# move some with the other turned off (--mca smsc ^knem, --mca coll
+# ^knemrs: what any user may add), so both were loaded; every byte
+# verified, no failed copy.  On trixie that needs the package's
+# /etc/profile.d file (mpirun would hand the ranks PMIx's component path).
+# Then the package's components are hidden (a tmpfs with Debian's own
+# files over the component directory), so that the jobs below load the
+# ones built from the tree.
 plain_job() {
 	name=$1
 	shift
@@ -72,11 +73,19 @@ plain_job() {
 		fail "$name" "$line"
 	fi
 }
-if dpkg-query -W -f '${Status}' knem-rs-openmpi 2> /dev/null | grep -q ' installed$'; then
+# DIR/PACKAGE (written by smsc.sh) names the version it installed: the
+# checks must then run.
+if [ -f "$dir/PACKAGE" ]; then
+	want_passed=$((want_passed + 3))
+	installed=$(dpkg-query -W -f '${Status} ${Version}' knem-rs-openmpi 2>&1)
+	if [ "$installed" != "install ok installed $(cat "$dir/PACKAGE")" ]; then
+		fail "$label-plain-mpirun" "knem-rs-openmpi $(cat "$dir/PACKAGE") is not installed in this root: $installed"
+	fi
+fi
+if [ -f "$dir/PACKAGE" ] && [ "$failed" -eq 0 ]; then
 	echo "interop: $label: knem-rs-openmpi $(dpkg-query -W -f '${Version}' knem-rs-openmpi) installed;" \
 		"a login shell's mpirun gives the ranks mca_base_component_path='$(sh -lc \
 		'mpirun -np 1 printenv OMPI_MCA_mca_base_component_path' 2> /dev/null)'"
-	want_passed=$((want_passed + 3))
 	plain_t0=$(date +%s)
 	plain_job "$label-plain-mpirun-2" mpirun -np 2
 	plain_job "$label-plain-coll-knemrs-2" mpirun -np 2 --mca smsc ^knem
@@ -115,7 +124,7 @@ fi
 
 # ompi_info's line; in bench mode the four runs of each round, else the
 # three mpi_check jobs here (knemrs.sh and xhc add theirs).
-want_passed=1
+want_passed=$((want_passed + 1))
 if [ "${3:-}" = bench ]; then
 	want_passed=$((want_passed + 4 * ${6:-3}))
 	. "$(dirname "$0")/smsc-bench.sh"

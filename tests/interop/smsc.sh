@@ -96,6 +96,8 @@ for rel in "${releases[@]}"; do
 		unshare --mount --propagation private -- /bin/sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' \
 			"$pkg/root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C sh -c 'dpkg -i /tmp/*.deb && rm /tmp/*.deb'
 		vm_root_dir=$pkg/root
+		# guest-smsc.sh's plain-mpirun checks must then run.
+		dpkg-deb -f "$pkg"/deb/knem-rs-openmpi_*.deb Version > "$out/$rel/PACKAGE"
 		phase "$rel package"
 	fi
 	vm_add=$out/$rel
