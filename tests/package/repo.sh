@@ -55,14 +55,19 @@ repo=$work/repo
 pkgs=(knem-rs-dkms knem-rs-tools libknem-rs0 knem-rs-openmpi)
 t_all=$SECONDS
 
+cleaned=
 cleanup() {
 	local r
+	[ -z "$cleaned" ] || return 0
+	cleaned=1
 	for r in "${releases[@]}"; do
 		umount -R "$work/$r/merged" 2> /dev/null
 	done
 	rm -rf "$work"
 }
-trap 'cleanup; echo "$passed passed, $((failed + 1)) failed"; exit 1' INT TERM
+# An early exit still cleans up and ends with the count.
+trap 'rc=$?; if [ -z "$cleaned" ]; then cleanup; echo "$passed passed, $((failed + 1)) failed"; fi; exit $rc' EXIT
+trap 'exit 130' INT TERM
 
 # Run a command with its output in a log named after it; the log's last
 # lines go to the console on failure (check does that).
