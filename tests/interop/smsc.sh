@@ -12,13 +12,14 @@
 # byte counters; with --capi-lib (libknem_rs.so, built on the host) also
 # coll/knemrs, built in the chroot against that Open MPI, under coll_check
 # (verify on 2 and 4 ranks, the fallbacks, no transport).  With --lib-deb
-# (make deb's libknem-rs0) too, the release's knem-rs-openmpi is built
+# (make deb's libknem-rs0) too, for each release named by --plain (default:
+# every release), the release's knem-rs-openmpi is built
 # (packaging/openmpi/build-deb.sh) and both are installed with dpkg in an
 # overlay of the chroot (the chroot itself is left alone), which the VM
 # boots as its root: there, first, a plain mpirun with the packaged
 # components (guest-smsc.sh).  Everything of one release runs in one boot.
 #
-#   tests/interop/smsc.sh [--capi-lib LIB [--lib-deb DEB]] [--release RELEASE]...
+#   tests/interop/smsc.sh [--capi-lib LIB [--lib-deb DEB [--plain RELEASE]...]] [--release RELEASE]...
 #                         [--kernel VERSION]... [--bench ITERS MAXSIZE [--rounds N]]
 #
 # --bench (make interop-smsc-bench; needs --capi-lib): instead of the
@@ -43,6 +44,7 @@ kernels=()
 releases=()
 capi_lib=
 lib_deb=
+plain=()
 bench=()
 bench_tag=
 rounds=3
@@ -52,9 +54,10 @@ while [ $# -gt 0 ]; do
 	--release) releases+=("$2"); shift 2 ;;
 	--capi-lib) capi_lib=$2; shift 2 ;;
 	--lib-deb) lib_deb=$(realpath "$2"); shift 2 ;;
+	--plain) plain+=("$2"); shift 2 ;;
 	--bench) bench=(bench "$2" "$3") bench_tag=-bench; shift 3 ;;
 	--rounds) rounds=$2; shift 2 ;;
-	*) echo "usage: tests/interop/smsc.sh [--capi-lib LIB [--lib-deb DEB]] [--release RELEASE]... [--kernel VERSION]... [--bench ITERS MAXSIZE [--rounds N]]" >&2; exit 2 ;;
+	*) echo "usage: tests/interop/smsc.sh [--capi-lib LIB [--lib-deb DEB [--plain RELEASE]...]] [--release RELEASE]... [--kernel VERSION]... [--bench ITERS MAXSIZE [--rounds N]]" >&2; exit 2 ;;
 	esac
 done
 [ ${#kernels[@]} -gt 0 ] || kernels=(6.1)
@@ -85,7 +88,8 @@ for rel in "${releases[@]}"; do
 	"$top/tests/interop/ompi-chroot.sh" build "$rel" "$out/$rel" ${capi_lib:+"$capi_lib"}
 	phase "$rel build"
 	vm_root_dir=$("$top/tests/interop/ompi-chroot.sh" root "$rel")
-	if [ -n "$lib_deb" ] && [ -n "$capi_lib" ] && [ ${#bench[@]} -eq 0 ]; then
+	if [ -n "$lib_deb" ] && [ -n "$capi_lib" ] && [ ${#bench[@]} -eq 0 ] &&
+		{ [ ${#plain[@]} -eq 0 ] || [[ " ${plain[*]} " == *" $rel "* ]]; }; then
 		# knem-rs-openmpi for this release, installed with libknem-rs0 in
 		# an overlay of the chroot, which the VM then boots.
 		pkg=$out/$rel-pkg
