@@ -3,6 +3,8 @@
 #   make demo       fresh machine to a verified copy in the VM, in one command
 #   make build      host crates, the Rust kernel object, knem.ko for every kernel
 #   make test       everything CI runs: host tests, ABI checks, VM suites
+#   make check      the fast tier (under 10 minutes): fmt, clippy, host tests,
+#                   the VM suite's light pass on CHECK_KERNEL (6.1)
 #   make vm-test    the in-VM suite on each kernel of VM_KERNELS
 #   make kernels-test   every Debian release's kernels, built in its chroot
 #   make test-kernels   the same with the in-VM suite on every kernel
@@ -43,7 +45,7 @@ VM_KERNELS ?= 6.1 6.12-rt
 CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
-.PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run \
+.PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run check vm-check \
 	uml-kernel uml-module uml-test bench-uml uml-payload \
 	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc interop-smsc-bench two-node test-debug-kernel \
 	host-test abi-test vm-test kernels-test test-kernels test \
@@ -180,13 +182,21 @@ interop: module stat-bin capi-bin
 # root: mpi_check over btl/sm, and coll/knemrs (built there against
 # libknem_rs) under coll_check, checked against knem's byte counters
 # (tests/interop/smsc.sh), on the 6.1 kernel: the releases' userspace runs
-# on it.  A stage of make test of its own, after kernels-test (whose
+# on it.  First in the same boot, on SMSC_PLAIN_RELEASES (trixie, whose
+# package carries the /etc/profile.d workaround), the release's
+# knem-rs-openmpi (built here, installed with make deb's libknem-rs0 in an
+# overlay of the chroot) under a plain mpirun from a login shell: about
+# 2 minutes of VM time under load, 30 s to build and install.  A stage of make test of its own, after kernels-test (whose
 # matrix prepares the same chroots; .ci/run adds Open MPI to them in the
 # background).
 SMSC_RELEASES ?= trixie sid
+SMSC_PLAIN_RELEASES ?= trixie
 SMSC_KERNELS ?= 6.1
 interop-smsc: module capi-bin
-	tests/interop/smsc.sh --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so \
+	@deb='$(LIBKNEM_DEB)'; [ -n "$$deb" ] || { $(DEB_MAKE) && \
+		deb=$$(ls $(BUILD)/deb/libknem-rs0_$(PKG_VERSION)-*_amd64.deb | head -n 1); }; \
+	tests/interop/smsc.sh --capi-lib target/$(HOST_TARGET)/release/libknem_rs.so --lib-deb "$$deb" \
+		$(foreach r,$(SMSC_PLAIN_RELEASES),--plain $(r)) \
 		$(foreach r,$(SMSC_RELEASES),--release $(r)) \
 		$(foreach k,$(SMSC_KERNELS),--kernel $(k))
 
@@ -335,6 +345,29 @@ fuzz-core-smoke:
 			$(FUZZ_CORE_DIR)/$$t.log; \
 	done
 
+# make check: the fast tier for contributors, what to run before a commit.
+# fmt, clippy and the host tests, then the in-VM suite's light pass
+# (SUITE_LIGHT, as make test gives every kernel but VM_FULL_KERNEL) on one
+# kernel, CHECK_KERNEL.  It leaves out what make test adds: the full pass
+# on 6.1 (collectives on teams up to 8), the RT kernel, the kernel matrix
+# (every Debian release's kernels, DKMS in their chroots), module signature
+# enforcement, the ABI and reproducibility checks, interop (UCX, Open MPI
+# 4.1.4, 5.0.7 and 6.0, two nodes), both fuzz smoke runs, the packages and
+# the benchmark smoke run.
+CHECK_KERNEL ?= 6.1
+CHECK_KVERS ?= $(firstword $(filter $(CHECK_KERNEL).% $(CHECK_KERNEL)-%,$(KVERS)))
+check:
+	@t0=$$(date +%s); rc=0; \
+	$(MAKE) --no-print-directory fmt-check clippy host-test && \
+	$(MAKE) --no-print-directory vm-check || rc=$$?; \
+	echo "make check: $$([ $$rc -eq 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - t0 )) s (load average: $$(cut -d' ' -f1-3 /proc/loadavg))"; \
+	exit $$rc
+
+vm-check: tests-bin coll-bin
+	@test -n "$(CHECK_KVERS)" || { echo "no installed kernel $(CHECK_KERNEL) with headers (CHECK_KERNEL)"; exit 1; }
+	@$(MAKE) --no-print-directory module KVERS="$(CHECK_KVERS)"
+	$(SUITE_LIGHT) tests/vm/full-suite.sh --kernel $(CHECK_KERNEL)
+
 # Every stage runs even after one fails (make -k), in one make, so what
 # stages share (core-object, module) is built once; a stage that passed
 # appends its name to build/test-stages.passed, and the summary counts the
@@ -385,6 +418,9 @@ FORCE:
 #   make package-test  install, kernel upgrade and purge on this machine (root)
 #   make deb-openmpi RELEASE=bookworm|trixie|sid   knem-rs-openmpi for that
 #                      release's Open MPI, in build/deb-openmpi/
+#   make repo          signed apt and dnf repositories of those, in build/repo/
+#                      (REPO_KEY=FILE signs with that key, else a test key)
+#   make repo-test     the repositories used in each release's chroot
 #
 # Packages never run cargo: the Rust object, the tools and libknem_rs are
 # built here, before them, and shipped in c-shim/knem_core.prebuilt and
@@ -550,8 +586,10 @@ rpm: $(if $(KNEM_RS_TARBALL),,dist)
 	rpmbuild -ba $(RPMBUILD_FLAGS) --define "_topdir $(BUILD)/rpm" $(BUILD)/rpm/SPECS/$(PKG_NAME).spec
 	@ls $(BUILD)/rpm/RPMS/*/*.rpm $(BUILD)/rpm/SRPMS/*.rpm
 
+# Then the signed repositories (repo-test, on REPO_TEST_RELEASES), also
+# when run.sh failed.
 package-test:
-	tests/package/run.sh
+	@rc=0; tests/package/run.sh || rc=1; $(MAKE) --no-print-directory repo-test || rc=1; exit $$rc
 
 # knem-rs-openmpi for one Debian release (packaging/openmpi/build-deb.sh):
 # coll/knemrs, and smsc/knem from Open MPI 5 on, built against RELEASE's
@@ -576,6 +614,48 @@ package-test-openmpi: capi-bin
 	@deb='$(LIBKNEM_DEB)'; [ -n "$$deb" ] || { $(DEB_MAKE) && \
 		deb=$$(ls $(BUILD)/deb/libknem-rs0_$(PKG_VERSION)-*_amd64.deb | head -n 1); }; \
 	tests/package/openmpi-chroots.sh "$$deb" $(PREBUILT)/libknem_rs.so $(OMPI_PKG_RELEASES)
+
+# make repo: a signed apt repository (one distribution per release of
+# REPO_RELEASES, every .deb of make deb and the release's knem-rs-openmpi)
+# and a signed dnf repository (make rpm's RPMs) in REPO_DIR
+# (packaging/repo/make-repo.sh).  What is missing is built first.  The
+# signing key is REPO_KEY (an OpenPGP secret key file without a
+# passphrase), else a test key generated once into REPO_DIR/test-key/;
+# REPO_URL is where the repository will be served (the example
+# knem-rs.sources and knem-rs.repo name it; default file://REPO_DIR).
+# Publishing into an existing REPO_DIR adds to it: a newer version
+# replaces the older one.
+REPO_DIR ?= $(BUILD)/repo
+REPO_RELEASES ?= bookworm trixie sid
+REPO_KEY ?=
+REPO_URL ?=
+RPM_MAKE = $(MAKE) --no-print-directory rpm $(if $(wildcard $(BUILD)/deb/$(PKG_NAME)_$(PKG_VERSION).orig.tar.gz),KNEM_RS_TARBALL=$(BUILD)/deb/$(PKG_NAME)_$(PKG_VERSION).orig.tar.gz)
+# The releases' knem-rs-openmpi that are not built yet (make deb-openmpi).
+OMPI_DEBS_MAKE = for r in $(1); do \
+		ls $(BUILD)/deb-openmpi/knem-rs-openmpi_$(PKG_VERSION)-1~$${r}_amd64.deb > /dev/null 2>&1 || \
+		$(MAKE) --no-print-directory deb-openmpi RELEASE=$$r || exit 1; done
+.PHONY: repo repo-test
+repo:
+	@ls $(BUILD)/deb/knem-rs-dkms_$(PKG_VERSION)-*_all.deb > /dev/null 2>&1 || $(DEB_MAKE)
+	@ls $(BUILD)/rpm/RPMS/noarch/knem-rs-dkms-$(PKG_VERSION)-*.rpm > /dev/null 2>&1 || $(RPM_MAKE)
+	@$(call OMPI_DEBS_MAKE,$(REPO_RELEASES))
+	packaging/repo/make-repo.sh --debs $(BUILD)/deb --openmpi-debs $(BUILD)/deb-openmpi --rpms $(BUILD)/rpm/RPMS \
+		--releases "$(REPO_RELEASES)" $(if $(REPO_KEY),--key $(REPO_KEY)) $(if $(REPO_URL),--url $(REPO_URL)) $(REPO_DIR)
+
+# make repo-test: tests/package/repo.sh, a fresh repository of the same
+# packages with a key made for the run: in each of REPO_TEST_RELEASES'
+# chroots (KNEM_KERNELS_DIR/root/RELEASE, under a throwaway overlay) apt
+# refuses a tampered Release and a wrong key, installs, upgrades to the
+# next version published into the same repository, purges; dnf repoquery
+# verifies repomd.xml's signature and refuses a tampered one.  make
+# package-test runs it on trixie (Debian's stable release, about 3
+# minutes); make repo-test REPO_TEST_RELEASES="bookworm trixie sid" on all.
+REPO_TEST_RELEASES ?= trixie
+repo-test:
+	@ls $(BUILD)/deb/knem-rs-dkms_$(PKG_VERSION)-*_all.deb > /dev/null 2>&1 || $(DEB_MAKE)
+	@ls $(BUILD)/rpm/RPMS/noarch/knem-rs-dkms-$(PKG_VERSION)-*.rpm > /dev/null 2>&1 || $(RPM_MAKE)
+	@$(call OMPI_DEBS_MAKE,$(REPO_TEST_RELEASES))
+	tests/package/repo.sh $(REPO_TEST_RELEASES)
 
 # Installation steps the packages call inside the unpacked tarball; they
 # never build anything.

@@ -38,6 +38,9 @@ apt-get install -y -qq --no-install-recommends \
 # tests/package/man-pages.sh) and Prometheus's reference text parser
 # (tests/interop/prometheus-check.py, run in the VM from the host's root).
 apt-get install -y -qq --no-install-recommends man-db python3-prometheus-client >/dev/null
+# make repo and its test (tests/package/repo.sh): the signed apt and dnf
+# repositories, and Debian's dnf to read the latter.
+apt-get install -y -qq --no-install-recommends reprepro createrepo-c dnf >/dev/null
 
 rustup target add x86_64-unknown-none >/dev/null
 rustup component add rust-src clippy rustfmt >/dev/null

@@ -66,6 +66,27 @@ dev_version=$(in_root dpkg-query -W -f '${Version}' libopenmpi-dev) ||
 pkglibdir=$(in_root ompi_info --parsable --path pkglibdir 2>/dev/null | sed -n 's/^path:pkglibdir://p')
 [ -n "$pkglibdir" ] || die "$release: ompi_info names no pkglibdir"
 
+# Debian 13's PMIx (5.0.7) sets mca_base_component_path in its
+# pmix-mca-params.conf, and its launcher-side pmdl/ompi hands every value
+# of that file whose name starts with an Open MPI prefix ("mca" is one) to
+# the ranks as OMPI_MCA_<name>: the ranks then search only PMIx's plugin
+# directory and load none of Open MPI's component files, ours included
+# (docs/debian-pmix-component-path.md).  Asked of mpirun itself, so that a
+# release whose PMIx is fixed gets no workaround.  Where the ranks get such
+# a path, the package ships /etc/profile.d/knem-rs-openmpi.sh: login
+# shells get Open MPI's own default path back in the environment (which
+# the launcher passes on over the file's value), and PMIx its own.
+launcher_path=
+if [ "$release" != bookworm ]; then
+	launcher_path=$(in_root env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+		PRTE_ALLOW_RUN_AS_ROOT=1 PRTE_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+		mpirun -np 1 printenv OMPI_MCA_mca_base_component_path 2> /dev/null) || launcher_path=
+	case $launcher_path in
+	'' | *"$pkglibdir"*) launcher_path= ;;
+	*) echo "$prog: $release: mpirun gives the ranks mca_base_component_path=$launcher_path: shipping /etc/profile.d/$pkg.sh" ;;
+	esac
+fi
+
 # Build in a scratch directory under the root (the host's /tmp for bookworm).
 # A fixed path: it is in the debug information the build id covers.
 b=/tmp/knem-rs-openmpi-build
@@ -103,6 +124,38 @@ for d in "${dsos[@]}"; do
 	v=$(objdump -T "$stage$pkglibdir/$d" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
 	glibc=$(printf '%s\n%s\n' "$glibc" "$v" | sort -V | tail -n 1)
 done
+if [ -n "$launcher_path" ]; then
+	mkdir -p "$stage/etc/profile.d"
+	sed -e "s|@LAUNCHER_PATH@|$launcher_path|g" -e "s|@RELEASE@|$release|g" \
+		"$top/packaging/openmpi/profile.sh.in" > "$stage/etc/profile.d/$pkg.sh"
+	chmod 0644 "$stage/etc/profile.d/$pkg.sh"
+	echo "/etc/profile.d/$pkg.sh" > "$stage/DEBIAN/conffiles"
+	cat > "$stage/usr/share/doc/$pkg/README.Debian" <<-EOT
+		knem-rs-openmpi for Debian $release
+		===================================
+
+		$release's PMIx sets mca_base_component_path in its pmix-mca-params.conf
+		(to $launcher_path), and mpirun hands that value to every rank as
+		Open MPI's own mca_base_component_path, so ranks load no component
+		file from Open MPI's directory ($pkglibdir), coll/knemrs and
+		smsc/knem included, although ompi_info lists them.
+
+		/etc/profile.d/$pkg.sh puts Open MPI's default path back in the
+		environment of login shells (OMPI_MCA_mca_base_component_path=
+		SYSTEM_DEFAULT:USER_DEFAULT), which mpirun passes on over PMIx's
+		value, and gives PMIx its own directory
+		(PMIX_MCA_mca_base_component_path).  Elsewhere (a non-login shell,
+		a batch script started without one, a systemd unit) set the same two
+		variables, or give mpirun the option itself:
+
+		  mpirun --mca mca_base_component_path $pkglibdir:$launcher_path -np 4 ./app
+
+		Check what the ranks get with:
+
+		  mpirun -np 1 printenv OMPI_MCA_mca_base_component_path
+	EOT
+	chmod 0644 "$stage/usr/share/doc/$pkg/README.Debian"
+fi
 install -m 0644 "$top/debian/copyright" "$stage/usr/share/doc/$pkg/copyright"
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$top" log -1 --format=%ct 2>/dev/null || echo 0)}
 date=$(date -R -u -d "@$epoch")

@@ -35,6 +35,69 @@ mpi_check=$dir/mpi_check
 # Open MPI and PRRTE refuse root unless told; the VM runs everything as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PRTE_ALLOW_RUN_AS_ROOT=1 PRTE_ALLOW_RUN_AS_ROOT_CONFIRM=1
+pkglibdir=$(ompi_info --parsable --path pkglibdir | sed -n 's/^path:pkglibdir://p')
+
+# knem-rs-openmpi installed in this root (smsc.sh --lib-deb: the release's
+# package and libknem-rs0, dpkg -i'd in an overlay of the chroot;
+# DIR/PACKAGE says so): a plain `mpirun -np 2 mpi_check` from a login
+# shell, as a user types it, with no option and no component of ours
+# anywhere but where the package put them (mpi_check's ping-pong only up
+# to 1 MiB, for time; its broadcast and all-to-all of 16 MiB+3 as in the
+# other jobs).  knem must move bytes (smsc/knem's and coll/knemrs's
+# together, so their sum is not predicted), and each component alone must
+# move some with the other turned off (--mca smsc ^knem, --mca coll
+# ^knemrs: what any user may add), so both were loaded; every byte
+# verified, no failed copy.  On trixie that needs the package's
+# /etc/profile.d file (mpirun would hand the ranks PMIx's component path).
+# Then the package's components are hidden (a tmpfs with Debian's own
+# files over the component directory), so that the jobs below load the
+# ones built from the tree.
+plain_job() {
+	name=$1
+	shift
+	b0=$(knem_bytes) f0=$(counter copies_failed)
+	sh -lc 'cd /tmp && exec "$@"' sh "$@" "$mpi_check" 0 1048576 > "/tmp/$name.log" 2>&1
+	rc=$?
+	db=$(($(knem_bytes) - b0))
+	df=$(($(counter copies_failed) - f0))
+	line="knem bytes +$db (expected more than 0), failed copies $df, regions $(counter regions), pinned $(counter pinned_pages)"
+	grep '^mpi_check:' "/tmp/$name.log" | sed 's/^/    /'
+	if [ "$rc" -ne 0 ]; then
+		fail "$name" "mpirun exited with status $rc"
+	elif ! grep -q '^mpi_check: .*, bad bytes 0,' "/tmp/$name.log"; then
+		fail "$name" "mpi_check did not verify every byte"
+	elif [ "$db" -gt 0 ] && [ "$df" -eq 0 ] && [ "$(counter regions)" -eq 0 ] && [ "$(counter pinned_pages)" -eq 0 ]; then
+		echo "interop: $name: $line"
+		passed=$((passed + 1))
+	else
+		fail "$name" "$line"
+	fi
+}
+# DIR/PACKAGE (written by smsc.sh) names the version it installed: the
+# checks must then run.
+if [ -f "$dir/PACKAGE" ]; then
+	want_passed=$((want_passed + 3))
+	installed=$(dpkg-query -W -f '${Status} ${Version}' knem-rs-openmpi 2>&1)
+	if [ "$installed" != "install ok installed $(cat "$dir/PACKAGE")" ]; then
+		fail "$label-plain-mpirun" "knem-rs-openmpi $(cat "$dir/PACKAGE") is not installed in this root: $installed"
+	fi
+fi
+if [ -f "$dir/PACKAGE" ] && [ "$failed" -eq 0 ]; then
+	echo "interop: $label: knem-rs-openmpi $(dpkg-query -W -f '${Version}' knem-rs-openmpi) installed;" \
+		"a login shell's mpirun gives the ranks mca_base_component_path='$(sh -lc \
+		'mpirun -np 1 printenv OMPI_MCA_mca_base_component_path' 2> /dev/null)'"
+	plain_t0=$(date +%s)
+	plain_job "$label-plain-mpirun-2" mpirun -np 2
+	plain_job "$label-plain-coll-knemrs-2" mpirun -np 2 --mca smsc ^knem
+	plain_job "$label-plain-smsc-knem-2" mpirun -np 2 --mca coll ^knemrs
+	echo "interop: plain mpirun checks took $(($(date +%s) - plain_t0)) s"
+	mkdir -p /tmp/pkglibdir
+	for f in "$pkglibdir"/*; do
+		dpkg -S "$f" 2> /dev/null | grep -q '^knem-rs-openmpi:' || cp -a "$f" /tmp/pkglibdir/
+	done
+	mount -t tmpfs tmpfs "$pkglibdir" && cp -a /tmp/pkglibdir/. "$pkglibdir/" ||
+		fail "$label-hide-package" "cannot hide the package's components"
+fi
 # The component where every Open MPI finds a user's components (the
 # default mca_base_component_path ends with it); HOME is a tmpfs here.
 mkdir -p "$HOME/.openmpi/components"
@@ -47,7 +110,6 @@ echo "interop: $label: Open MPI $(cat "$dir/VERSION") (Debian's openmpi-bin), ke
 # in), not ours.  So the ranks get Open MPI's default path back, with the
 # PMIx plugin directory kept (mpirun sets the PMIx path from the same
 # option).  PMIx then notes each file there that is not a PMIx plugin.
-pkglibdir=$(ompi_info --parsable --path pkglibdir | sed -n 's/^path:pkglibdir://p')
 launcher_path=$(mpirun -np 1 printenv OMPI_MCA_mca_base_component_path 2>/dev/null)
 component_path=$pkglibdir${launcher_path:+:$launcher_path}:$HOME/.openmpi/components
 echo "interop: the ranks' component path from mpirun: '$launcher_path'; given: $component_path"
@@ -62,7 +124,7 @@ fi
 
 # ompi_info's line; in bench mode the four runs of each round, else the
 # three mpi_check jobs here (knemrs.sh and xhc add theirs).
-want_passed=1
+want_passed=$((want_passed + 1))
 if [ "${3:-}" = bench ]; then
 	want_passed=$((want_passed + 4 * ${6:-3}))
 	. "$(dirname "$0")/smsc-bench.sh"

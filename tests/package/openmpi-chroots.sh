@@ -16,11 +16,13 @@
 #      resolves, and ompi_info, with no option and no environment, lists
 #      MCA coll: knemrs and MCA smsc: knem and reports no component it
 #      could not open, with the MCA and API versions of the release's own
-#      components; coll_check (tests/interop) under mpirun runs with
-#      coll/knemrs over CMA, every byte verified;
-#   3. dpkg -r of both (neither has a conffile) leaves them unknown to
-#      dpkg and the chroot's files as they were before step 2 (dpkg's
-#      database and logs aside).
+#      components; coll_check (tests/interop) under a plain mpirun (no
+#      component path given) from a login shell runs with coll/knemrs over
+#      CMA, every byte verified;
+#   3. dpkg --purge of both (trixie's knem-rs-openmpi has a conffile,
+#      /etc/profile.d/knem-rs-openmpi.sh) leaves them unknown to dpkg and
+#      the chroot's files as they were before step 2 (dpkg's database and
+#      logs aside).
 #
 # The bookworm package is tested on this machine by make package-test.
 # Ends with "N passed, N failed"; exits non-zero on any failure.
@@ -59,7 +61,7 @@ snapshot() {
 purge_pkgs() { in_root dpkg --purge "$name" libknem-rs0; }
 remove_pkgs() {
 	local p s
-	in_root dpkg -r "$name" libknem-rs0 || return 1
+	in_root dpkg --purge "$name" libknem-rs0 || return 1
 	for p in "$name" libknem-rs0; do
 		s=$(in_root dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null)
 		echo "$p: ${s:-unknown}"
@@ -119,23 +121,23 @@ ompi_info_lists() {
 # tests/interop/coll_check.c's verify mode to 64 KiB on 2 ranks, built
 # with the release's mpicc, under mpirun with the installed coll/knemrs and
 # nothing else of ours: over CMA (no /dev/knem here), every byte verified,
-# coll/knemrs enabled on MPI_COMM_WORLD and a team made on both ranks.  On
-# trixie with the component path README's "Use it from MPI" gives (mpirun
-# hands the ranks PMIx's); /tmp and /dev/shm are private tmpfs.
+# coll/knemrs enabled on MPI_COMM_WORLD and a team made on both ranks.  No
+# component path is given: mpirun runs in a login shell, as a user's
+# would, which on trixie reads the package's /etc/profile.d file (mpirun
+# would otherwise hand the ranks PMIx's path); /tmp and /dev/shm are
+# private tmpfs.
 coll_check_runs() {
-	local path_opt=() log=$logdir/$release-coll_check.log
-	[ "$release" = trixie ] && path_opt=(--mca mca_base_component_path
-		"$1:/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix")
+	local log=$logdir/$release-coll_check.log
 	unshare --mount --propagation private -- /bin/sh -c \
 		'mount -t proc proc "$0/proc" && mount -t tmpfs tmpfs "$0/tmp" && mount -t tmpfs tmpfs "$0/dev/shm" &&
 		exec chroot "$0" "$@"' "$root" \
-		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C sh -c \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C sh -lc \
 		'cat > /tmp/coll_check.c && mpicc -O2 -Wall -Wextra -Werror -o /tmp/coll_check /tmp/coll_check.c &&
-		cd /tmp && exec timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$@" \
+		echo "ranks get mca_base_component_path=$(mpirun --allow-run-as-root -np 1 printenv OMPI_MCA_mca_base_component_path)" &&
+		cd /tmp && exec timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
 			--mca coll_knemrs_transport cma --mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 \
-			./coll_check verify 65536' \
-		sh "${path_opt[@]}" < tests/interop/coll_check.c > "$log" 2>&1 || { tail -n 20 "$log"; return 1; }
-	grep -a '^coll_check:\|team knemrs' "$log"
+			./coll_check verify 65536' < tests/interop/coll_check.c > "$log" 2>&1 || { tail -n 20 "$log"; return 1; }
+	grep -a '^ranks get\|^coll_check:\|team knemrs' "$log"
 	grep -aq '^coll_check: verify: ranks 2, .*, bad bytes 0,' "$log" &&
 		[ "$(grep -ac 'coll:knemrs: enabled on MPI_COMM_WORLD' "$log")" -eq 2 ] &&
 		[ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9a-f-]* of 2 ranks over cma;' "$log")" -eq 2 ]
@@ -163,10 +165,10 @@ for release in "$@"; do
 		check "$release: mca_coll_knemrs.so's libraries resolve, libknem_rs.so.0 from libknem-rs0" \
 			libs_resolve "$pkglibdir/mca_coll_knemrs.so"
 		check "$release: ompi_info lists MCA coll: knemrs and MCA smsc: knem, opens every component" ompi_info_lists
-		check "$release: coll_check verify on 2 ranks under mpirun: coll/knemrs enabled, team over CMA, every byte right" \
-			coll_check_runs "$pkglibdir"
+		check "$release: coll_check verify on 2 ranks under a plain mpirun in a login shell: coll/knemrs enabled, team over CMA, every byte right" \
+			coll_check_runs
 	fi
-	check "$release: dpkg -r $name libknem-rs0: neither installed nor half-removed" remove_pkgs
+	check "$release: dpkg --purge $name libknem-rs0: neither installed nor half-removed" remove_pkgs
 	check "$release: the chroot's files are as before the installation" same_files "$work/before"
 	rm -f "$root/tmp/${lib_deb##*/}" "$root/tmp/${deb##*/}"
 	echo "$release: $((SECONDS - t0)) s"
