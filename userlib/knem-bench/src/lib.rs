@@ -210,6 +210,50 @@ fn sizes_or(
 
 /// A table under a title that says what its numbers are (emulated or
 /// not), followed under TCG by the warning its kernel-copy ratios need.
+/// The off-cache buffer pool (bytes) and the LLC size it was sized from:
+/// `--pool` if given, 16 MiB in a quick run, else twice the LLC within
+/// 64 MiB..1 GiB, so that a buffer has left the cache when it comes back.
+fn off_cache_pool(machine: &Machine, pool: Option<&str>, quick: bool) -> Result<(u64, u64)> {
+    let llc = machine.llc_bytes.unwrap_or(32 << 20);
+    let pool = match pool {
+        Some(p) => parse_size(p).ctx("--pool")?,
+        None if quick => 16 << 20,
+        None => (2 * llc).clamp(64 << 20, 1 << 30),
+    };
+    Ok((pool, llc))
+}
+
+/// One section per cache mode, each with its table and the records it
+/// holds (for the section's TCG warning).
+fn cache_sections(
+    machine: &Machine,
+    caches: &[Cache],
+    prefix: &str,
+    recs: &[Record],
+    table: impl Fn(&str) -> String,
+) -> String {
+    let mut text = String::new();
+    for cache in caches {
+        let what = if *cache == Cache::Hot {
+            "cache-hot buffers"
+        } else {
+            "off-cache buffers"
+        };
+        let mine: Vec<Record> = recs
+            .iter()
+            .filter(|r| r.cache == cache.name())
+            .cloned()
+            .collect();
+        text += &section(
+            machine,
+            &format!("{prefix}{what}"),
+            &table(cache.name()),
+            &mine,
+        );
+    }
+    text
+}
+
 fn section(machine: &Machine, title: &str, table: &str, recs: &[Record]) -> String {
     let mut s = format!("\n[{title}] {}\n", machine.numbers());
     if let Some(o) = machine.overheads_line() {
@@ -310,12 +354,7 @@ fn run(cli: Cli) -> Result<()> {
             pool,
         } => {
             let chunk = parse_size(chunk).ctx("--chunk")?;
-            let llc = machine.llc_bytes.unwrap_or(32 << 20);
-            let pool = match pool {
-                Some(p) => parse_size(p).ctx("--pool")?,
-                None if q => 16 << 20,
-                None => (2 * llc).clamp(64 << 20, 1 << 30),
-            };
+            let (pool, llc) = off_cache_pool(&machine, pool.as_deref(), q)?;
             let st = pingpong::Settings {
                 sizes: sizes_or(sizes, q, "1K..64M", "1K..1M", *step)?,
                 reps,
@@ -334,20 +373,9 @@ fn run(cli: Cli) -> Result<()> {
                 if pool < llc { " (smaller than the LLC: off-cache numbers are optimistic)" } else { "" }
             );
             let recs = pingpong::pingpong(&st, &run, chunk)?;
-            for cache in &st.caches {
-                let title = if *cache == Cache::Hot {
-                    "cache-hot buffers"
-                } else {
-                    "off-cache buffers"
-                };
-                let mine: Vec<Record> = recs
-                    .iter()
-                    .filter(|r| r.cache == cache.name())
-                    .cloned()
-                    .collect();
-                let table = pingpong::pingpong_table(&recs, cache.name()).render();
-                text += &section(&machine, title, &table, &mine);
-            }
+            text += &cache_sections(&machine, &st.caches, "", &recs, |c| {
+                pingpong::pingpong_table(&recs, c).render()
+            });
             recs
         }
         Cmd::Solo {
@@ -357,12 +385,7 @@ fn run(cli: Cli) -> Result<()> {
             cache,
             pool,
         } => {
-            let llc = machine.llc_bytes.unwrap_or(32 << 20);
-            let pool = match pool {
-                Some(p) => parse_size(p).ctx("--pool")?,
-                None if q => 16 << 20,
-                None => (2 * llc).clamp(64 << 20, 1 << 30),
-            };
+            let (pool, llc) = off_cache_pool(&machine, pool.as_deref(), q)?;
             let st = pingpong::Settings {
                 sizes: sizes_or(sizes, q, "4K..64M", "4K..1M", *step)?,
                 reps,
@@ -380,20 +403,9 @@ fn run(cli: Cli) -> Result<()> {
                 if pool < llc { " (smaller than the LLC: off-cache numbers are optimistic)" } else { "" }
             );
             let recs = solo::solo(&st, &run)?;
-            for cache in &st.caches {
-                let title = if *cache == Cache::Hot {
-                    "solo, cache-hot buffers"
-                } else {
-                    "solo, off-cache buffers"
-                };
-                let mine: Vec<Record> = recs
-                    .iter()
-                    .filter(|r| r.cache == cache.name())
-                    .cloned()
-                    .collect();
-                let table = pingpong::copy_table(&recs, "solo", cache.name()).render();
-                text += &section(&machine, title, &table, &mine);
-            }
+            text += &cache_sections(&machine, &st.caches, "solo, ", &recs, |c| {
+                pingpong::copy_table(&recs, "solo", c).render()
+            });
             recs
         }
         Cmd::Contention {
