@@ -145,22 +145,8 @@ pub fn account_bounds_across_userns_uids() -> TestResult {
                 let per_uid = as_each_uid(0..SUBUIDS, |id| {
                     let dev = Device::open().ctx(&format!("open as uid {id}"))?;
                     let mem = Mem::new(1)?;
-                    let mut held = Vec::new();
-                    while held.len() < 64 {
-                        // SAFETY: our own scratch page, only read.
-                        let r = unsafe {
-                            dev.create_region_raw(
-                                &[Iovec::from_raw(mem.addr(0), 8)],
-                                Protection::READ,
-                                RegionFlags::NONE,
-                            )
-                        };
-                        match r {
-                            Ok(c) => held.push(c),
-                            Err(e) if e.errno() == Some(Errno::ENOMEM) => break,
-                            Err(e) => return Err(format!("uid {id}: {e}")),
-                        }
-                    }
+                    let held = regions_until_refused(&dev, &mem, 8)
+                        .map_err(|e| format!("uid {id}: {e}"))?;
                     Ok((held.len() as u64, Box::new((dev, mem, held))))
                 })?;
                 let total: u64 = per_uid.iter().sum();
@@ -366,14 +352,16 @@ fn in_root_namespace(
     Ok(peer)
 }
 
-/// Declares zero-length regions on `dev` until ENOMEM (at most 64).
-fn regions_until_refused(dev: &Device, mem: &Mem) -> TestResult<Vec<knem::Cookie>> {
+/// Declares regions of `len` bytes at the start of `mem` on `dev` until
+/// ENOMEM (at most 64) and returns them, held.
+fn regions_until_refused(dev: &Device, mem: &Mem, len: u64) -> TestResult<Vec<knem::Cookie>> {
     let mut held = Vec::new();
     while held.len() < 64 {
-        // SAFETY: our own scratch page, never touched (length 0).
+        // SAFETY: our own scratch memory, only read; the callers' `len`
+        // stays within its first page.
         let r = unsafe {
             dev.create_region_raw(
-                &[Iovec::from_raw(mem.addr(0), 0)],
+                &[Iovec::from_raw(mem.addr(0), len)],
                 Protection::READ,
                 RegionFlags::NONE,
             )
@@ -401,7 +389,7 @@ pub fn root_namespaces_have_their_own_bounds() -> TestResult {
             let fill = |chan: &mut crate::util::Chan| -> TestResult {
                 let dev = Device::open().ctx("open in the namespace")?;
                 let mem = Mem::new(1)?;
-                let held = regions_until_refused(&dev, &mem)?;
+                let held = regions_until_refused(&dev, &mem, 0)?;
                 chan.send(held.len() as u64)?;
                 chan.recv()?;
                 drop((held, dev));
@@ -416,7 +404,7 @@ pub fn root_namespaces_have_their_own_bounds() -> TestResult {
             }
             let dev = Device::open().ctx("open as root")?;
             let mem = Mem::new(1)?;
-            let root = regions_until_refused(&dev, &mem)?.len() as u64;
+            let root = regions_until_refused(&dev, &mem, 0)?.len() as u64;
             for p in peers.iter_mut() {
                 p.send(0)?;
             }
