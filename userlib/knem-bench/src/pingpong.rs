@@ -66,7 +66,9 @@ fn sweep(st: &Settings, runs_of: impl Fn(u64) -> Vec<Run>, label: &str) -> Resul
     Ok(out)
 }
 
-fn record(
+/// The record of one (cache, mechanism, size) cell from its samples (ns);
+/// `iters` is the number of messages each sample timed.
+pub(crate) fn record(
     bench: &str,
     cache: Cache,
     mech: Mech,
@@ -84,7 +86,7 @@ fn record(
         size,
         param,
         reps: v.len() as u32,
-        iters: 2 * iters,
+        iters,
         median_us: med,
         min_us: lo / 1000.0,
         max_us: hi / 1000.0,
@@ -138,10 +140,16 @@ pub fn pingpong(st: &Settings, mechs: &[Mech], chunk: u64) -> Result<Vec<Record>
     let mut recs: Vec<Record> = samples
         .iter()
         .map(|(&(cache, mech, size, _), v)| {
-            record("pingpong", cache, mech, size, 0, st.iters(size), v)
+            record("pingpong", cache, mech, size, 0, 2 * st.iters(size), v)
         })
         .collect();
-    // table order: cache, size, mechanism as given
+    in_table_order(&mut recs, mechs);
+    Ok(recs)
+}
+
+/// Table order (cache, size, mechanism as given), then the ratios between
+/// mechanisms of each cell.
+pub(crate) fn in_table_order(recs: &mut [Record], mechs: &[Mech]) {
     recs.sort_by_key(|r| {
         (
             r.cache.clone(),
@@ -149,8 +157,7 @@ pub fn pingpong(st: &Settings, mechs: &[Mech], chunk: u64) -> Result<Vec<Record>
             mechs.iter().position(|m| m.name() == r.mechanism),
         )
     });
-    add_ratios(&mut recs);
-    Ok(recs)
+    add_ratios(recs);
 }
 
 /// The pingpong table of one cache mode.
@@ -222,7 +229,15 @@ pub fn shm_chunk(st: &Settings, size: u64, chunks: &[u64]) -> Result<Vec<Record>
     let mut recs: Vec<Record> = samples
         .iter()
         .map(|(&(cache, mech, size, chunk), v)| {
-            record("shm-chunk", cache, mech, size, chunk, one.iters(size), v)
+            record(
+                "shm-chunk",
+                cache,
+                mech,
+                size,
+                chunk,
+                2 * one.iters(size),
+                v,
+            )
         })
         .collect();
     recs.sort_by_key(|r| (r.cache.clone(), r.param));

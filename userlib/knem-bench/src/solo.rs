@@ -18,9 +18,8 @@ use crate::error::Result;
 use crate::knemdev::Device;
 use crate::mech::Mech;
 use crate::mem::{self, Mapping};
-use crate::pingpong::{add_ratios, Settings};
+use crate::pingpong::{in_table_order, record, Settings};
 use crate::report::Record;
-use crate::stats::{median, mib_per_s, min_max};
 use nix::unistd::getpid;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -206,36 +205,9 @@ pub fn solo(st: &Settings, mechs: &[Mech]) -> Result<Vec<Record>> {
     pb.finish_and_clear();
     let mut recs: Vec<Record> = samples
         .iter()
-        .map(|(&(cache, mech, size), v)| {
-            let med = median(v).unwrap_or(f64::NAN) / 1000.0;
-            let (lo, hi) = min_max(v).unwrap_or((f64::NAN, f64::NAN));
-            Record {
-                bench: "solo".into(),
-                mechanism: mech.name().into(),
-                cache: cache.name().into(),
-                size,
-                param: 0,
-                reps: v.len() as u32,
-                iters: iters(size),
-                median_us: med,
-                min_us: lo / 1000.0,
-                max_us: hi / 1000.0,
-                mib_s: mib_per_s(size, med * 1000.0),
-                aggregate_mib_s: None,
-                vs_memcpy: None,
-                vs_cma: None,
-                vs_base: None,
-            }
-        })
+        .map(|(&(cache, mech, size), v)| record("solo", cache, mech, size, 0, iters(size), v))
         .collect();
-    recs.sort_by_key(|r| {
-        (
-            r.cache.clone(),
-            r.size,
-            mechs.iter().position(|m| m.name() == r.mechanism),
-        )
-    });
-    add_ratios(&mut recs);
+    in_table_order(&mut recs, mechs);
     Ok(recs)
 }
 
