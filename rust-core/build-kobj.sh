@@ -23,16 +23,18 @@
 set -eu
 
 uml=0
-if [ "${1:-}" = --uml ]; then
-	uml=1
-	shift
-fi
-out=${1:?usage: build-kobj.sh [--uml] OUT.o | --print-flags}
+kasan=0
+case ${1:-} in
+--uml) uml=1; shift ;;
+--kasan) kasan=1; shift ;;
+esac
+out=${1:?usage: build-kobj.sh [--uml | --kasan] OUT.o | --print-flags}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 target=x86_64-unknown-none
 target_dir=${KNEM_CORE_TARGET_DIR:-$root/target/kobj}
 [ "$uml" = 0 ] || target_dir=${KNEM_CORE_TARGET_DIR:-$root/target/kobj-uml}
+[ "$kasan" = 0 ] || target_dir=${KNEM_CORE_TARGET_DIR:-$root/target/kobj-kasan}
 exports=$here/exports.txt
 LD=${LD:-ld}
 OBJCOPY=${OBJCOPY:-objcopy}
@@ -55,6 +57,18 @@ rustflags="$rustflags -Zindirect-branch-cs-prefix -Zcf-protection=branch"
 rustflags="$rustflags --remap-path-prefix=$root=/knem-rs"
 rustflags="$rustflags --remap-path-prefix=$sysroot=/rustc"
 rustflags="$rustflags --remap-path-prefix=$cargo_home=/cargo"
+
+# --kasan: every load and store checked by the kernel's generic KASAN, as
+# the kernel's own Rust is built under CONFIG_KASAN (scripts/Makefile.kasan):
+# without it a use-after-free in the core is invisible to the debug lab
+# kernel, whose KASAN sees only C.  Inline checks against the x86-64 shadow
+# offset, reports through __asan_report_*_noabort (the kernel's); no stack
+# or global redzones (the kernel's KASAN_STACK is off in the lab config).
+if [ "$kasan" = 1 ]; then
+	rustflags="$rustflags -Zsanitizer=kernel-address -Zsanitizer-recover=kernel-address"
+	rustflags="$rustflags -Cllvm-args=-asan-mapping-offset=0xdffffc0000000000"
+	rustflags="$rustflags -Cllvm-args=-asan-stack=0 -Cllvm-args=-asan-globals=0"
+fi
 
 # core and alloc rebuilt with the flags above.
 cargo_flags="-Zbuild-std=core,alloc -Zbuild-std-features=compiler-builtins-mem"

@@ -59,7 +59,9 @@
 # chroots in KNEM_KERNELS_DIR), booted from its image; the modules are
 # built in its release's chroot (matrix.sh module).  --debug-kernel: the
 # debug lab kernel (tests/debug-kernel/build.sh: KASAN, lockdep), with
-# the modules built against its tree.  Exits 0 when every test failed as
+# the modules built against its tree and every Rust core object built for
+# its KASAN (rust-core/build-kobj.sh --kasan), and an item with kasan_N
+# set must show KASAN's use-after-free report on its old module.  Exits 0 when every test failed as
 # it should on its old module and passed on today's.  Needs make
 # tests-bin and the Rust core object (make core-object).  Logs and builds:
 # build/fails-before/KVER/.
@@ -191,6 +193,9 @@ if [ -n "$debug" ]; then
 	kver=$("$top/tests/debug-kernel/build.sh" --print) || exit 2
 	dcache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel}
 	vm=(--kernel-image "$dcache/bzImage")
+	# Its KASAN sees the Rust core's loads and stores only when the core
+	# is built for it (build-kobj.sh --kasan): every core here is.
+	kasan_core=--kasan
 	build_module() {
 		KDIR=$dcache/obj KNEM_FAULT_INJECT=1 KNEM_CORE_OBJ=$2 "$1/c-shim/build-module.sh" "$kver" "$(dirname "$3")"
 	}
@@ -218,6 +223,11 @@ core=$top/c-shim/knem_core.prebuilt
 out=$top/build/fails-before/$kver
 rm -rf "$out"
 mkdir -p "$out"
+if [ -n "${kasan_core:-}" ]; then
+	core=$out/fixed-core.o
+	KNEM_CORE_TARGET_DIR=$top/target/kobj-kasan "$top/rust-core/build-kobj.sh" --kasan "$core" \
+		> "$out/fixed-core.log" 2>&1 || { tail -n 20 "$out/fixed-core.log"; exit 2; }
+fi
 
 # Every ITEM has its old tree, module and boot of its own: its test fails
 # on a module whose logic differs from today's in that item alone, in a
@@ -248,8 +258,8 @@ for i in "${items[@]}"; do
 		# Its own target directory, next to the tree's, so later runs are
 		# incremental and the tree's own build is not disturbed.
 		obj=$out/old-$i-core.o
-		KNEM_CORE_TARGET_DIR=$top/target/kobj-fails-before \
-			"$out/old-$i/rust-core/build-kobj.sh" "$obj" > "$out/old-$i-core.log" 2>&1 ||
+		KNEM_CORE_TARGET_DIR=$top/target/kobj-fails-before${kasan_core:+-kasan} \
+			"$out/old-$i/rust-core/build-kobj.sh" ${kasan_core:-} "$obj" > "$out/old-$i-core.log" 2>&1 ||
 			{ tail -n 20 "$out/old-$i-core.log"; exit 2; }
 	fi
 	build_module "$out/old-$i" "$obj" "$out/old-$i-build/knem.ko" \
@@ -291,9 +301,16 @@ for i in "${items[@]}"; do
 	msg=${line#"FAIL $t: "}
 	why=
 	k=kasan_$i
-	if [ -n "$debug" ] && [ -n "${!k:-}" ] &&
-		kasan=$(grep -aE 'BUG: KASAN: (slab-)?use-after-free' "$log" | head -n 1) && [ -n "$kasan" ]; then
-		echo "    $kasan"
+	if [ -n "$debug" ] && [ -n "${!k:-}" ]; then
+		# The report names the access and the function, then who freed it.
+		kasan=$(grep -aE -A 80 'BUG: KASAN: (slab-)?use-after-free' "$log" |
+			grep -aE 'BUG: KASAN|\] (Read|Write) of size|(Allocated|Freed) by task|\] +(knem_open|knem_release)\+' |
+			head -n 7 | tr -d '\r')
+		if [ -n "$kasan" ]; then
+			sed 's/^/    /' <<< "$kasan"
+		else
+			why="no KASAN use-after-free report (the debug kernel must see the old logic's access)"
+		fi
 	elif [ -z "$line" ]; then
 		why="no FAIL $t line"
 	elif [ "$(grep -acE '^FAIL ' "$log")" -ne 1 ]; then
