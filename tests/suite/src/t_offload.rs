@@ -320,9 +320,18 @@ impl TestCgroup {
         Ok(cg)
     }
 
-    fn join(&self, pid: u32) -> TestResult {
+    pub(crate) fn join(&self, pid: u32) -> TestResult {
         std::fs::write(format!("{}/cgroup.procs", self.path), pid.to_string())
             .ctx(&format!("move {pid} into {}", self.path))
+    }
+
+    /// This process back to the root group (the group stays, for others).
+    pub(crate) fn leave(&self) -> TestResult {
+        std::fs::write(
+            format!("{CGROUP_ROOT}/cgroup.procs"),
+            std::process::id().to_string(),
+        )
+        .ctx("move back to the root group")
     }
 
     pub(crate) fn read(&self, file: &str) -> TestResult<String> {
@@ -330,7 +339,7 @@ impl TestCgroup {
         Ok(std::fs::read_to_string(&p).ctx(&p)?.trim().to_string())
     }
 
-    fn write(&self, file: &str, v: &str) -> TestResult {
+    pub(crate) fn write(&self, file: &str, v: &str) -> TestResult {
         std::fs::write(format!("{}/{file}", self.path), v).ctx(&format!("{file} = {v}"))
     }
 

@@ -373,6 +373,19 @@ impl Chan {
         self.tx.write_all(&v.to_le_bytes()).ctx("pipe write")
     }
 
+    /// Whether a value (or the end of the channel) is waiting: a poll that
+    /// does not block.
+    pub fn ready(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut fds = [nix::libc::pollfd {
+            fd: self.rx.as_raw_fd(),
+            events: nix::libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one pollfd of ours, no wait.
+        unsafe { nix::libc::poll(fds.as_mut_ptr(), 1, 0) > 0 }
+    }
+
     /// Receive one u64; `Err` when the other side has gone.
     pub fn recv(&mut self) -> TestResult<u64> {
         let mut b = [0u8; 8];
