@@ -19,6 +19,11 @@
 #   make test-debug-kernel  the suite, the DMA-provider suite and a 10-minute
 #                   fuzz under a KASAN + lockdep kernel built once per machine
 #                   (tests/debug-kernel; not part of make test, not in CI)
+#   make test-mm    page migration, compaction, THP, KSM, fork, swap and the
+#                   OOM killer against live regions (tests/vm/mm-suite.sh)
+#   make test-faults  the fuzzer under the kernel's fault injection (failslab,
+#                   fail_page_alloc, fail_usercopy, fail_function) on that
+#                   kernel, kmemleak after (tests/faults; not in CI)
 #   make uml-test   the suite in User-Mode Linux on real cores, 2 virtual CPUs
 #                   (tests/uml; the UML kernel is built once per machine;
 #                   not part of make test, not in CI)
@@ -47,7 +52,7 @@ TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run check vm-check \
 	uml-kernel uml-module uml-test bench-uml uml-payload \
-	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc interop-smsc-bench two-node test-debug-kernel \
+	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc interop-smsc-bench two-node test-debug-kernel test-faults test-mm \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
 
@@ -103,7 +108,9 @@ clippy:
 # test-only DMA provider, the collectives over knem, 200
 # unload/load cycles), and once, on VM_FULL_KERNEL, the refusal of an
 # unsigned and of an untrusted-key-signed knem.ko under module.sig_enforce=1
-# (tests/vm/sig-enforce.sh, two short boots).
+# (tests/vm/sig-enforce.sh, two short boots) and the memory manager's
+# movers against live regions (tests/vm/mm-suite.sh, one boot; make test-mm
+# adds 7.3).
 # Every collective and algorithm on teams of 1 to 8 is checked on the host
 # over CMA and shm (knem-coll's tests/teams.rs, up to 16 MiB+3); in the VM
 # the collectives check the knem transport.  TCG takes about 8 minutes per
@@ -137,6 +144,8 @@ vm-test: module tests-bin coll-bin
 	done
 	@echo "=== module signatures enforced (module.sig_enforce=1) on kernel $(VM_FULL_KERNEL) ==="
 	tests/vm/sig-enforce.sh --kernel $(VM_FULL_KERNEL)
+	@echo "=== the memory manager's movers against live regions on kernel $(VM_FULL_KERNEL) ==="
+	tests/vm/mm-suite.sh --kernel $(VM_FULL_KERNEL)
 
 # The kernel matrix (tests/kernels/matrix.sh): a debootstrap chroot per
 # Debian release, bullseye to experimental; in each, knem.ko built for every
@@ -292,6 +301,22 @@ fuzz-smoke: module
 FUZZ_DEBUG ?= 600
 test-debug-kernel: core-object tests-bin
 	tests/debug-kernel/run.sh --fuzz $(FUZZ_DEBUG)
+
+# The fuzzer under the kernel's own fault injection on the debug lab kernel
+# (tests/faults): failslab, fail_page_alloc, fail_usercopy and
+# fail_function on the module's error-injectable functions, each at
+# FAULTS_PROBS percent for FAULTS_SECS seconds, kmemleak at the end.
+# The memory manager's movers against live regions (tests/vm/mm-suite.sh,
+# knem-tests --mm) on MM_KERNELS: installed kernels by version, matrix
+# kernels by release name (experimental is 7.3).
+MM_KERNELS ?= --kernel 6.1 --release experimental
+test-mm: module tests-bin
+	tests/vm/mm-suite.sh $(MM_KERNELS)
+
+FAULTS_SECS ?= 30
+FAULTS_PROBS ?= 1 10 50
+test-faults: core-object
+	tests/faults/run.sh --secs $(FAULTS_SECS) --probs "$(FAULTS_PROBS)"
 
 # The User-Mode Linux lab (tests/uml): a UML kernel with SMP from Debian's
 # linux-source-7.2, built once per machine (about 20 minutes on 2 cores,

@@ -5,6 +5,7 @@
  * RCU and the region table's writer lock.
  */
 #include <linux/delay.h>
+#include <linux/error-injection.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/mm.h>
@@ -40,6 +41,8 @@ void *knem_shim_alloc(u64 size)
 	return kvmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_NOWARN |
 			      __GFP_RETRY_MAYFAIL);
 }
+/* Every object of the core: fail_function may fail one (tests/faults). */
+ALLOW_ERROR_INJECTION(knem_shim_alloc, NULL);
 
 void knem_shim_free(void *ptr)
 {

@@ -9,6 +9,7 @@
  */
 #include <linux/backing-dev.h>
 #include <linux/delay.h>
+#include <linux/error-injection.h>
 #include <linux/fs.h>
 #include <linux/kernel.h>
 #include <linux/minmax.h>
@@ -384,8 +385,8 @@ static long knem_pin_for_write(u64 start, u64 nr, unsigned int gup_flags,
  * (waiting for them only when wait is set); 0 when wait is not set and
  * the pool is empty.  *asked is how many the chunk tried.
  */
-static long knem_pin_chunk(u64 start, long nr, int write, struct page **pages,
-			   bool wait, long *asked)
+static noinline long knem_pin_chunk(u64 start, long nr, int write,
+				    struct page **pages, bool wait, long *asked)
 {
 	unsigned int gup_flags = FOLL_LONGTERM;
 	long reserved, pinned;
@@ -418,6 +419,8 @@ static long knem_pin_chunk(u64 start, long nr, int write, struct page **pages,
 	 */
 	return pinned ? pinned : -EFAULT;
 }
+/* fail_function may make a chunk fail whole (tests/faults): never inlined. */
+ALLOW_ERROR_INJECTION(knem_pin_chunk, ERRNO);
 
 /*
  * Chunk by chunk (see KNEM_PIN_CHUNK), up to the first short or failed

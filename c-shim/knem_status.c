@@ -12,6 +12,7 @@
  * comes last, but the array does not rely on that ordering: it is counted
  * and freed by whichever of the two lets go last.
  */
+#include <linux/error-injection.h>
 #include <linux/mm.h>
 #include <linux/refcount.h>
 #include <linux/slab.h>
@@ -164,3 +165,5 @@ free_array:
 	kfree(array);
 	return err;
 }
+/* fail_function may refuse a status array whole (tests/faults). */
+ALLOW_ERROR_INJECTION(knem_status_mmap, ERRNO);

@@ -34,7 +34,7 @@ for k in "${kernels[@]}"; do
 	--kernel=*) vm=(--kernel "$name") ;;
 	--release=*)
 		read -r _ kver image _ < <("$top/tests/kernels/matrix.sh" list | awk -v n="$name" '$1 == n')
-		[ -n "${kver:-}" ] || die "no kernel $name in the matrix (tests/kernels/matrix.sh list)"
+		[ -n "${kver:-}" ] || die "no kernel $name in the matrix: tests/kernels/matrix.sh list does not show it (prepared with matrix.sh prepare, in KNEM_KERNELS_DIR=${KNEM_KERNELS_DIR:-build/kernels})"
 		ko=$top/build/mm-$name/knem.ko
 		mkdir -p "$(dirname "$ko")"
 		"$top/tests/kernels/matrix.sh" module "$name" "$top" "$ko" > "$top/build/mm-$name.build.log" 2>&1 ||

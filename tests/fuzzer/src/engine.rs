@@ -1,6 +1,7 @@
 //! One fuzzing process: its fds, regions, status arrays, buffers and
 //! children, and one random action per step.
 
+use crate::kfault;
 use crate::mem::{Arena, PAGE, SLOT, SLOTS};
 use crate::rng::{mix, Rng};
 use crate::shared::{Ev, Op, Shared};
@@ -134,6 +135,14 @@ pub struct Engine {
     /// --dma: the DMA provider is loaded; plausible copies often ask for
     /// the engine, and some are larger than a batch's piece array.
     dma: bool,
+}
+
+/// What an open of /dev/knem may fail with: the file table full, memory,
+/// a signal; and under --kernel-faults EFAULT, from fail_usercopy in the
+/// kernel's copy of the path (getname), before the module is reached.
+fn open_errno_allowed(e: i32) -> bool {
+    matches!(e, libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EINTR)
+        || (e == libc::EFAULT && kfault::enabled())
 }
 
 fn errno() -> i32 {
@@ -288,11 +297,11 @@ impl Engine {
         self.reap(true);
         for (fd, _) in self.handoff_fds.drain(..) {
             // SAFETY: our fd.
-            unsafe { libc::close(fd) };
+            kfault::during(|| unsafe { libc::close(fd) });
         }
         while let Some(f) = self.fds.pop() {
             // SAFETY: our fd.
-            unsafe { libc::close(f.fd) };
+            kfault::during(|| unsafe { libc::close(f.fd) });
         }
         for m in self.maps.drain(..) {
             // SAFETY: our mapping.
@@ -429,10 +438,10 @@ impl Engine {
         self.what = format!("open rdonly={rdonly} nonblock={nonblock}");
         self.trace();
         // SAFETY: a NUL-terminated path.
-        let fd = unsafe { libc::open(c"/dev/knem".as_ptr(), flags) };
+        let fd = kfault::during(|| unsafe { libc::open(c"/dev/knem".as_ptr(), flags) });
         if fd < 0 {
             let e = errno();
-            if !matches!(e, libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EINTR) {
+            if !open_errno_allowed(e) {
                 self.fail(&format!("open /dev/knem: {}", errno_name(e)));
             }
             return;
@@ -465,7 +474,7 @@ impl Engine {
         while let Some(i) = self.handoff_fds.iter().position(|h| h.1 == 0) {
             let (fd, _) = self.handoff_fds.swap_remove(i);
             // SAFETY: our fd.
-            unsafe { libc::close(fd) };
+            kfault::during(|| unsafe { libc::close(fd) });
         }
     }
 
@@ -482,10 +491,12 @@ impl Engine {
         self.what = format!("single-use handoff of {addr:#x}+{len}, then close");
         self.trace();
         // SAFETY: a NUL-terminated path.
-        let fd = unsafe { libc::open(c"/dev/knem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        let fd = kfault::during(|| unsafe {
+            libc::open(c"/dev/knem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC)
+        });
         if fd < 0 {
             let e = errno();
-            if !matches!(e, libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EINTR) {
+            if !open_errno_allowed(e) {
                 self.fail(&format!("open /dev/knem: {}", errno_name(e)));
             }
             return;
@@ -513,7 +524,7 @@ impl Engine {
             self.fail(&format!("CREATE_REGION (handoff): {}", errno_name(e)));
         }
         // SAFETY: our fd.
-        unsafe { libc::close(fd) };
+        kfault::during(|| unsafe { libc::close(fd) });
     }
 
     fn op_close(&mut self) {
@@ -525,7 +536,7 @@ impl Engine {
         self.what = format!("close fd {}", f.fd);
         self.trace();
         // SAFETY: our fd.
-        unsafe { libc::close(f.fd) };
+        kfault::during(|| unsafe { libc::close(f.fd) });
         self.shared.event(Ev::Close);
         if !self.fds.iter().any(|g| g.ctx == f.ctx) {
             if let Some(pos) = self.ctxs.iter().position(|c| c.id == f.ctx) {
@@ -954,7 +965,7 @@ impl Engine {
         // SAFETY: the argument is our struct, a buffer of our arena, or an
         // address that is not user memory; the driver may write only into
         // the first two (see mem.rs).
-        let r = unsafe { libc::ioctl(fd, c as _, arg as *mut c_void) };
+        let r = kfault::during(|| unsafe { libc::ioctl(fd, c as _, arg as *mut c_void) });
         if r < 0 {
             errno()
         } else {
@@ -1612,7 +1623,9 @@ impl Engine {
         self.what = format!("mmap len={len:#x} off={off:#x} prot={prot} flags={flags:#x} fd={fd}");
         self.trace();
         // SAFETY: a new mapping anywhere the kernel likes; never MAP_FIXED.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len as usize, prot, flags, fd, off) };
+        let p = kfault::during(|| unsafe {
+            libc::mmap(std::ptr::null_mut(), len as usize, prot, flags, fd, off)
+        });
         let e = if p == libc::MAP_FAILED { errno() } else { 0 };
         self.shared.count(Op::Mmap, e);
         if e != 0 {
@@ -1728,9 +1741,13 @@ impl Engine {
         if timer {
             arm_timer(20);
         }
+        // A read the timer may interrupt runs without faults: the
+        // kernel's copy of the signal frame on the way out would be failed
+        // too, and SIGSEGV the fuzzer (nothing of the module's).
         // SAFETY: buf is our scratch (20000 bytes), an arena buffer, or not
         // user memory.
-        let r = unsafe { libc::read(f.fd, buf as *mut c_void, count) };
+        let read = || unsafe { libc::read(f.fd, buf as *mut c_void, count) };
+        let r = if timer { read() } else { kfault::during(read) };
         let e = if r < 0 { errno() } else { 0 };
         if timer {
             arm_timer(0);
@@ -1792,7 +1809,7 @@ impl Engine {
         self.what = format!("write fd={fd} count={count}");
         self.trace();
         // SAFETY: the driver may only read our scratch.
-        let r = unsafe { libc::write(fd, self.scratch.as_ptr().cast(), count) };
+        let r = kfault::during(|| unsafe { libc::write(fd, self.scratch.as_ptr().cast(), count) });
         let e = if r < 0 { errno() } else { 0 };
         self.shared.count(Op::Write, e);
         if e != 0 && !Op::Write.allows(e) {
@@ -1849,6 +1866,8 @@ impl Engine {
         self.children.clear();
         self.nchild = 0;
         self.reports = 0;
+        // Its own make-it-fail, opened while it is still root.
+        kfault::reopen();
         if self.allow_setuid && self.rng.chance(20) {
             // SAFETY: plain credential changes of this process.
             let ok = unsafe { libc::setgid(NOBODY) == 0 && libc::setuid(NOBODY) == 0 };

@@ -561,10 +561,13 @@ pub fn ksm_merged_pages_under_copies() -> TestResult {
     Ok(())
 }
 
-/// A child of the region owner writes its copy-on-write copy of the
-/// buffers; the regions (one writable, one read-only, declared before the
-/// fork) keep reading the parent's bytes, the parent's later writes reach
-/// them, and the copier's write reaches the parent, not the child.
+/// After a fork, the region owner writes its buffers first (the write
+/// that, were the pages merely referenced and not pinned, would give the
+/// parent new copies and leave the regions on pages only the child maps),
+/// then the child writes its copies.  The regions (one writable, one
+/// read-only, declared before the fork) must read the parent's bytes, not
+/// the child's, and the copier's write must reach the parent, not the
+/// child.
 pub fn fork_keeps_regions_with_parent() -> TestResult {
     const PAGES: usize = 8;
     const LEN: usize = PAGES * PAGE;
@@ -577,21 +580,21 @@ pub fn fork_keeps_regions_with_parent() -> TestResult {
         let w = region_at(&dev, &wmem, 0, LEN, rw(), RegionFlags::NONE)?;
         let r = region_at(&dev, &rmem, 0, LEN, Protection::READ, RegionFlags::NONE)?;
         let mut child = spawn_peer(|cc| {
+            cc.recv()?; // the parent wrote
             wmem.fill(0xc1);
             rmem.fill(0xc2);
             cc.send(0)?;
-            cc.recv()?;
+            cc.recv()?; // the copier wrote
             check_bytes("the child's writable buffer", &wmem.snapshot(), |_| 0xc1)?;
             check_bytes("the child's read-only buffer", &rmem.snapshot(), |_| 0xc2)
         })?;
-        child.recv()?;
-        chan.send(w.as_raw())?;
-        chan.send(r.as_raw())?;
-        chan.recv()?; // the copier read the parent's bytes
         wmem.fill(0x31);
         rmem.fill(0x32);
-        chan.send(0)?;
-        chan.recv()?; // the copier read again and wrote
+        child.send(0)?;
+        child.recv()?; // the child wrote
+        chan.send(w.as_raw())?;
+        chan.send(r.as_raw())?;
+        chan.recv()?; // the copier read and wrote
         check_bytes(
             "the parent's buffer after the copier's write",
             &wmem.snapshot(),
@@ -604,26 +607,13 @@ pub fn fork_keeps_regions_with_parent() -> TestResult {
     let r = Cookie::from_raw(owner.recv()?);
     let dev = Device::open().ctx("open")?;
     let mut buf = vec![0u8; LEN];
-    for (c, want, what) in [(w, 0x21, "writable"), (r, 0x22, "read-only")] {
-        expect_success(
-            &format!("read the {what} region"),
-            dev.read_into(c, 0, &mut buf, None),
-        )?;
-        check_bytes(
-            &format!("the {what} region after the child's write"),
-            &buf,
-            |_| want,
-        )?;
-    }
-    owner.send(0)?;
-    owner.recv()?;
     for (c, want, what) in [(w, 0x31, "writable"), (r, 0x32, "read-only")] {
         expect_success(
             &format!("read the {what} region"),
             dev.read_into(c, 0, &mut buf, None),
         )?;
         check_bytes(
-            &format!("the {what} region after the parent's write"),
+            &format!("the {what} region after the parent's, then the child's write"),
             &buf,
             |_| want,
         )?;
