@@ -87,14 +87,18 @@ all_off() {
 
 # arm DIR PERCENT FILTER: inject at PERCENT % of the chances (into tasks
 # whose make-it-fail is on when FILTER is Y), counting down from $big,
-# without log lines (the count is read back from `times`).
+# without log lines (the count is read back from `times`).  The
+# probability goes last: set first, it would hit every task (this shell
+# and init included) until the filter is on.  Any write that fails stops
+# the whole run.
 arm() {
-	echo "$2" > "$1/probability"
-	echo 1 > "$1/interval"
-	echo "$big" > "$1/times"
-	echo 0 > "$1/space"
-	echo 0 > "$1/verbose"
-	echo "$3" > "$1/task-filter"
+	echo "$3" > "$1/task-filter" &&
+		echo 0 > "$1/verbose" &&
+		echo 1 > "$1/interval" &&
+		echo "$big" > "$1/times" &&
+		echo 0 > "$1/space" &&
+		echo "$2" > "$1/probability" ||
+		{ all_off; echo "$prog: FAIL: cannot arm $1"; exit 1; }
 }
 
 # The return value as fail_function's retval wants it: unsigned 64 bits
