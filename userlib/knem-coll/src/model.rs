@@ -969,12 +969,22 @@ pub type ModelFile = BTreeMap<String, Params>;
 pub fn load(path: &std::path::Path) -> Result<ModelFile> {
     let text =
         std::fs::read_to_string(path).map_err(Error::io(format!("read {}", path.display())))?;
-    crate::model_file::read(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
+    crate::model_file::read(&text).map_err(|e| {
+        Error::Invalid(format!(
+            "{}: not a knem-rs model file ({e})",
+            path.display()
+        ))
+    })
 }
 
 /// Store `params` for `kind` in the model file at `path`, keeping others.
+/// A file that is there but is not a model file is refused, never replaced.
 pub fn store(path: &std::path::Path, kind: Kind, params: &Params) -> Result<()> {
-    let mut all = load(path).unwrap_or_default();
+    let mut all = match load(path) {
+        Ok(all) => all,
+        Err(_) if !path.exists() => ModelFile::new(),
+        Err(e) => return Err(e),
+    };
     all.insert(kind.name().to_string(), params.clone());
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
@@ -1000,9 +1010,29 @@ pub fn model_paths() -> Vec<PathBuf> {
 /// The parameters of `kind` in the first of `paths` that has them (files
 /// missing or unreadable are passed over), with the file they came from.
 pub fn load_first(paths: &[PathBuf], kind: Kind) -> Option<(Params, PathBuf)> {
-    paths.iter().find_map(|path| {
-        let params = load(path).ok()?.remove(kind.name())?;
-        Some((params, path.clone()))
+    load_first_noting(paths, kind, |_| {})
+}
+
+/// As [`load_first`], and `note` gets one line for each file that is there
+/// but was passed over (not readable, not a model file); a missing file is
+/// the normal state of a node never calibrated and is not noted.
+pub fn load_first_noting(
+    paths: &[PathBuf],
+    kind: Kind,
+    mut note: impl FnMut(String),
+) -> Option<(Params, PathBuf)> {
+    paths.iter().find_map(|path| match load(path) {
+        Ok(mut all) => Some((all.remove(kind.name())?, path.clone())),
+        Err(Error::Invalid(m)) => {
+            note(format!("passed over {m}"));
+            None
+        }
+        Err(e) => {
+            if path.exists() {
+                note(format!("passed over {}: {e}", path.display()));
+            }
+            None
+        }
     })
 }
 

@@ -33,6 +33,31 @@ mod tests {
     }
 
     #[test]
+    fn a_file_that_is_no_model_is_named_and_never_replaced() {
+        use crate::model::{load_first_noting, store};
+        use knem_transport::Kind;
+        let path = std::env::temp_dir().join(format!("knem-rs-not-a-model-{}", std::process::id()));
+        std::fs::write(&path, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        let err = store(&path, Kind::Cma, &sample()).unwrap_err().to_string();
+        assert!(err.contains("not a knem-rs model file"), "{err}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "root:x:0:0:root:/root:/bin/bash\n");
+        let mut notes = Vec::new();
+        let missing = path.with_extension("missing");
+        let found = load_first_noting(&[missing, path.clone()], Kind::Cma, |l| notes.push(l));
+        assert!(found.is_none());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(&format!(
+                "passed over {}: not a knem-rs model file",
+                path.display()
+            )),
+            "{notes:?}"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
     fn writes_what_it_reads() {
         let mut all = BTreeMap::new();
         all.insert("knem".to_string(), sample());

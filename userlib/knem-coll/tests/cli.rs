@@ -94,6 +94,73 @@ fn explain_lists_every_candidate() {
     assert!(err.starts_with("knem-coll: "), "{err}");
 }
 
+/// A model file named on the command line that is missing, not JSON, or
+/// without the transport asked for is one error line and a failure, never
+/// the default guess in its place (issue 36); one found in the usual places
+/// that cannot be used is named on stderr, and the next source is used.
+#[test]
+fn explain_names_a_model_file_it_cannot_use() {
+    let exe = env!("CARGO_BIN_EXE_knem-coll");
+    let dir = std::env::temp_dir();
+    let garbage = dir.join(format!("knem-rs-cli-garbage-{}", std::process::id()));
+    std::fs::write(&garbage, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    let cma_only = dir.join(format!("knem-rs-cli-cma-{}.json", std::process::id()));
+    std::fs::write(
+        &cma_only,
+        r#"{"cma": {"source": "x", "alpha": 1e-6, "beta": 2e-10, "l": 0, "page": 4096,
+            "gamma_a": 0.5, "gamma_b": -0.25, "sync": 1, "signal": 3}}"#,
+    )
+    .unwrap();
+    let missing = dir.join(format!("knem-rs-cli-missing-{}.json", std::process::id()));
+    let explain = [
+        "explain",
+        "--op",
+        "bcast",
+        "--size",
+        "1M",
+        "--transport",
+        "shm",
+    ];
+    for (model, want) in [
+        (&garbage, "not a knem-rs model file"),
+        (&missing, "No such file"),
+        (
+            &cma_only,
+            "no calibration for the shm transport in it (it has: cma)",
+        ),
+    ] {
+        let mut args = explain.to_vec();
+        args.extend(["--model", model.to_str().unwrap()]);
+        let (code, out, err) = run(exe, &args);
+        assert_ne!(code, 0, "{out}{err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("knem-coll: ") && err.contains(want),
+            "{err}"
+        );
+    }
+    let o = Command::new(exe)
+        .args(explain)
+        .env("KNEM_RS_MODEL", &garbage)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("passed over") && err.contains("not a knem-rs model file"),
+        "{err}"
+    );
+    assert!(out.contains("parameters: default"), "{out}");
+    for f in [&garbage, &cma_only] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
 #[test]
 fn calibrate_and_bench_on_a_small_team() {
     let exe = env!("CARGO_BIN_EXE_knem-coll");

@@ -122,10 +122,37 @@ fn main() -> ExitCode {
                     },
                     Err(e) => return fail(e),
                 };
-                let paths = model.map_or_else(model::model_paths, |m| vec![m]);
-                model::load_first(&paths, kind)
+                match model {
+                    // A file the user named must be a model with this
+                    // transport in it: anything else is an error, never
+                    // the default guess in its place.
+                    Some(m) => match model::load(&m) {
+                        Ok(mut all) => match all.remove(kind.name()) {
+                            Some(p) => p,
+                            None => {
+                                return fail(format!(
+                                    "{}: no calibration for the {} transport in it (it has: {})",
+                                    m.display(),
+                                    kind.name(),
+                                    if all.is_empty() {
+                                        "none".to_string()
+                                    } else {
+                                        all.keys().cloned().collect::<Vec<_>>().join(", ")
+                                    }
+                                ))
+                            }
+                        },
+                        Err(knem_coll::Error::Invalid(m)) => return fail(m),
+                        Err(e) => return fail(e),
+                    },
+                    // The usual places: a file that is there but cannot be
+                    // used is named on stderr, then the next one is tried.
+                    None => model::load_first_noting(&model::model_paths(), kind, |line| {
+                        eprintln!("knem-coll: {line}")
+                    })
                     .map(|(p, _)| p)
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                }
             };
             params.cpus = cpus.unwrap_or(if host { model::host_cpus() } else { 0 });
             let group = p.div_ceil(nodes.max(1));
