@@ -378,11 +378,11 @@ pub fn thp_collapse_and_split_under_copies() -> TestResult {
         madvise(&mem, off + HUGE, HUGE, libc::MADV_NOHUGEPAGE).ctx("MADV_NOHUGEPAGE")?;
         let before = anon_huge_kb()?;
         mem.write(off, &vec![7u8; LEN]);
-        let mut huge = anon_huge_kb()? - before;
+        let mut huge = anon_huge_kb()?.saturating_sub(before);
         if huge == 0 {
             // No huge page at the fault: make one if the kernel can.
             let _ = madvise(&mem, off, HUGE, MADV_COLLAPSE);
-            huge = anon_huge_kb()? - before;
+            huge = anon_huge_kb()?.saturating_sub(before);
         }
         chan.send(huge)?;
         if huge == 0 {
