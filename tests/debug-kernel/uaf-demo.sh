@@ -51,6 +51,13 @@ grep -q 'if (b->dead)$' "$out/old/c-shim/knem_dma.c" ||
 core=$top/c-shim/knem_core.prebuilt
 [ -e "$core" ] || core=$top/build/knem_core.o
 [ -e "$core" ] || { echo "$prog: no Rust core object (make core-object)" >&2; exit 2; }
+# On the debug kernel, the Rust core built for its KASAN, as everywhere
+# there (tests/debug-kernel/README.md).
+if [ "$kdir" = "${cache:-}/obj" ]; then
+	core=$out/knem_core-kasan.o
+	KNEM_CORE_TARGET_DIR=$top/target/kobj-kasan "$top/rust-core/build-kobj.sh" --kasan "$core" \
+		> "$out/core.log" 2>&1 || { tail -n 20 "$out/core.log"; exit 2; }
+fi
 for v in old fixed; do
 	src=$top
 	[ $v = old ] && src=$out/old
