@@ -47,7 +47,7 @@ suite=$top/target/x86_64-unknown-linux-gnu/release/knem-tests
 echo "$prog: kernel $kver ($image)"
 # The Rust core built for the kernel's KASAN, which otherwise sees only C.
 core=$top/build/knem_core-kasan.o
-KNEM_CORE_TARGET_DIR=$top/target/kobj-kasan "$top/rust-core/build-kobj.sh" --kasan "$core" \
+"$top/rust-core/build-kobj.sh" --kasan "$core" \
 	> "$out.core.log" 2>&1 || { tail -n 30 "$out.core.log"; echo "$prog: building the KASAN core failed" >&2; exit 2; }
 KDIR=$kdir KNEM_FAULT_INJECT=1 KNEM_CORE_OBJ=$core "$top/c-shim/build-module.sh" "$kver" "$out" > "$out.build.log" 2>&1 ||
 	{ tail -n 30 "$out.build.log"; echo "$prog: building knem.ko failed" >&2; exit 2; }

@@ -55,7 +55,7 @@ core=$top/c-shim/knem_core.prebuilt
 # there (tests/debug-kernel/README.md).
 if [ "$kdir" = "${cache:-}/obj" ]; then
 	core=$out/knem_core-kasan.o
-	KNEM_CORE_TARGET_DIR=$top/target/kobj-kasan "$top/rust-core/build-kobj.sh" --kasan "$core" \
+	"$top/rust-core/build-kobj.sh" --kasan "$core" \
 		> "$out/core.log" 2>&1 || { tail -n 20 "$out/core.log"; exit 2; }
 fi
 for v in old fixed; do

@@ -225,7 +225,7 @@ rm -rf "$out"
 mkdir -p "$out"
 if [ -n "${kasan_core:-}" ]; then
 	core=$out/fixed-core.o
-	KNEM_CORE_TARGET_DIR=$top/target/kobj-kasan "$top/rust-core/build-kobj.sh" --kasan "$core" \
+	"$top/rust-core/build-kobj.sh" --kasan "$core" \
 		> "$out/fixed-core.log" 2>&1 || { tail -n 20 "$out/fixed-core.log"; exit 2; }
 fi
 

@@ -50,7 +50,7 @@ out=$top/build/$kver-faults
 mkdir -p "$out"
 # The Rust core built for the kernel's KASAN, which otherwise sees only C.
 core=$out/knem_core-kasan.o
-KNEM_CORE_TARGET_DIR=$top/target/kobj-kasan "$top/rust-core/build-kobj.sh" --kasan "$core" \
+"$top/rust-core/build-kobj.sh" --kasan "$core" \
 	> "$out/core.log" 2>&1 || { tail -n 30 "$out/core.log"; die "building the KASAN core failed"; }
 KDIR=$cache/obj KNEM_CORE_OBJ=$core "$top/c-shim/build-module.sh" "$kver" "$out" > "$out/build.log" 2>&1 ||
 	{ tail -n 30 "$out/build.log"; die "building knem.ko failed"; }

@@ -9,6 +9,7 @@
 //! two fake NUMA nodes and a scratch ext4 for the swap file).
 
 use crate::ensure;
+use crate::stats::vmstat;
 use crate::t_offload::TestCgroup;
 use crate::util::*;
 use knem::{Cookie, Device, Errno, Protection, RegionFlags};
@@ -167,13 +168,6 @@ impl Drop for Knob {
     fn drop(&mut self) {
         let _ = std::fs::write(self.path, &self.old);
     }
-}
-
-fn vmstat(key: &str) -> TestResult<u64> {
-    let s = get("/proc/vmstat")?;
-    s.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
-        .ok_or_else(|| format!("/proc/vmstat has no {key}"))
 }
 
 /// move_pages(2) on `pid`'s pages at `addrs`: to `node`, or with no node a
@@ -804,11 +798,7 @@ pub fn oom_kill_of_region_owner() -> TestResult {
             ))
         }
     }
-    let events = cg.read("memory.events")?;
-    let kills: u64 = events
-        .lines()
-        .find_map(|l| l.strip_prefix("oom_kill ")?.parse().ok())
-        .unwrap_or(0);
+    let kills = cg.keyed("memory.events", "oom_kill")?.unwrap_or(0);
     ensure!(
         kills >= 1,
         "the owner died of SIGKILL but memory.events says oom_kill {kills}"

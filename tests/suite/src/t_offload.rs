@@ -346,7 +346,14 @@ impl TestCgroup {
     /// `key` of the group's memory.stat, in bytes; None where this kernel
     /// has no such line.
     pub(crate) fn memory_stat(&self, key: &str) -> TestResult<Option<u64>> {
-        let s = self.read("memory.stat")?;
+        self.keyed("memory.stat", key)
+    }
+
+    /// The value of `key` in one of the group's flat keyed files
+    /// (`KEY VALUE` lines: memory.stat, memory.events); None where this
+    /// kernel has no such line.
+    pub(crate) fn keyed(&self, file: &str, key: &str) -> TestResult<Option<u64>> {
+        let s = self.read(file)?;
         Ok(s.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok()))
     }
