@@ -103,6 +103,10 @@ extra=
 in_root make -s -C "$b/coll-knemrs" KNEM_RS_INCLUDE="$b/include" \
 	KNEM_RS_LDFLAGS="-L$b/lib -lknem_rs" $extra OUT="$b/out"
 dsos=(mca_coll_knemrs.so)
+mkdir -p "$root$b/knemrs-tune"
+cp "$top"/mpi/openmpi/knemrs-tune/{Makefile,*.c} "$root$b/knemrs-tune/"
+in_root make -s -C "$b/knemrs-tune" KNEM_RS_INCLUDE="$b/include" \
+	KNEM_RS_LDFLAGS="-L$b/lib -lknem_rs" OUT="$b/out"
 if [ "$smsc" = 1 ]; then
 	mkdir -p "$root$b/smsc-knem"
 	cp "$top"/mpi/openmpi/smsc-knem/{Makefile,*.c,*.h} "$root$b/smsc-knem/"
@@ -113,15 +117,21 @@ fi
 # The package tree.
 stage=$out/$pkg-$release
 rm -rf "$stage"
-mkdir -p "$stage/DEBIAN" "$stage$pkglibdir" "$stage/usr/share/doc/$pkg"
+mkdir -p "$stage/DEBIAN" "$stage$pkglibdir" "$stage/usr/share/doc/$pkg" "$stage/usr/bin"
 glibc=0
+files=()
 for d in "${dsos[@]}"; do
 	install -m 0644 "$root$b/out/$d" "$stage$pkglibdir/$d"
-	strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage$pkglibdir/$d"
-	if objdump -p "$stage$pkglibdir/$d" | grep -E '^ +(RPATH|RUNPATH) '; then die "$d has a run path"; fi
+	files+=("$stage$pkglibdir/$d")
+done
+install -m 0755 "$root$b/out/knemrs-tune" "$stage/usr/bin/knemrs-tune"
+files+=("$stage/usr/bin/knemrs-tune")
+for f in "${files[@]}"; do
+	strip --strip-unneeded --remove-section=.comment --remove-section=.note "$f"
+	if objdump -p "$f" | grep -E '^ +(RPATH|RUNPATH) '; then die "${f##*/} has a run path"; fi
 	# The newest glibc symbol version it needs (dpkg-shlibdeps would say
 	# the same for libc6; the other libraries are the two packages below).
-	v=$(objdump -T "$stage$pkglibdir/$d" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
+	v=$(objdump -T "$f" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
 	glibc=$(printf '%s\n%s\n' "$glibc" "$v" | sort -V | tail -n 1)
 done
 if [ -n "$launcher_path" ]; then
@@ -194,6 +204,10 @@ Description: knem-rs components for Debian $release's Open MPI $ompi_upstream
  MPI_Scatter, MPI_Gather, MPI_Allgather and MPI_Alltoall of communicators
  within one node with libknem_rs's contention-aware single-copy
  collectives, and leaves every other case to Open MPI's own components.
+ knemrs-tune (mpirun -np N knemrs-tune) measures on the node which
+ algorithm, or Open MPI's own module, is fastest per operation, team size
+ and size, and writes the rules coll/knemrs then follows
+ (/etc/knem-rs/coll-rules.json).
 EOF
 [ "$smsc" = 0 ] || cat >> "$stage/DEBIAN/control" <<EOF
  smsc/knem gives Open MPI's shared-memory transport (btl/sm) single-copy

@@ -4,7 +4,8 @@
  * coll_check: MPI_Bcast, Scatter, Gather, Allgather and Alltoall as an
  * application calls them, for the interop stage's coll/knemrs checks.
  *
- *   coll_check verify [MAXSIZE]   every operation x sizes 0, 1, 4K+1, 64K,
+ *   coll_check verify [MAXSIZE [RULES [LIBKNEM_RS]]]
+ *                                 every operation x sizes 0, 1, 4K+1, 64K,
  *                                 1M+3 (and 16M if MAXSIZE allows) x every
  *                                 root x MPI_IN_PLACE or not, every byte
  *                                 and the guard bytes after each buffer
@@ -13,7 +14,13 @@
  *                                 Reports the bytes knem must have moved
  *                                 if coll/knemrs carried every call from
  *                                 coll_knemrs_threshold (read through
- *                                 MPI_T) on.
+ *                                 MPI_T) on; or, with the threshold at -1
+ *                                 and RULES (a rules file of knemrs-tune,
+ *                                 the one in force), every call its rules
+ *                                 give knem-rs (asked of
+ *                                 knem_rs_rules_decide in libknem_rs,
+ *                                 dlopen'd from LIBKNEM_RS, default
+ *                                 libknem_rs.so.0).
  *   coll_check bcast [MAXSIZE]    verify's MPI_Bcast calls only, for a
  *                                 collective component other than
  *                                 coll/knemrs (coll/xhc over smsc/knem):
@@ -49,18 +56,20 @@
  *                                 what it replaced, in one run: the
  *                                 threshold is switched through MPI_T.
  *                                 Reports the knem bytes of the first half.
- *   coll_check time [ITERS [MAXSIZE]]
+ *   coll_check time [ITERS [MAXSIZE [RULES [LIBKNEM_RS]]]]
  *                                 one column of bench's timings, whatever
  *                                 component the run selected (coll/xhc,
  *                                 tuned over smsc cma or knem), for a table
  *                                 that joins several runs (make
  *                                 interop-smsc-bench); reports the knem
  *                                 bytes coll/knemrs would move for these
- *                                 calls from coll_knemrs_threshold on.
+ *                                 calls from coll_knemrs_threshold on, or
+ *                                 by the RULES in force (as verify).
  *
  * The last line on rank 0 is
  *   coll_check: <mode>: ranks P, calls C, bad bytes B, knem bytes expected K
  */
+#include <dlfcn.h>
 #include <limits.h>
 #include <malloc.h>
 #include <mpi.h>
@@ -283,6 +292,61 @@ static void threshold_set(int v)
 		die("MPI_T_cvar_write(coll_knemrs_threshold) failed");
 }
 
+/* The rules in force (verify's RULES) and libknem_rs's reader of them. */
+typedef int (*rules_decide_fn)(const char *path, int op, int ranks, const char *transport,
+			       size_t n, int *alg, int *k);
+static rules_decide_fn rules_decide;
+static const char *(*rules_error)(void);
+static const char *rules_path;
+/* The teams' transport, coll_knemrs_transport: the rules are per transport. */
+static char rules_transport[4096] = "knem";
+
+static void rules_open(const char *path, const char *lib)
+{
+	MPI_T_cvar_handle handle;
+	int idx, count;
+	void *h;
+
+	rules_path = path;
+	if (rules_path == NULL || rules_path[0] == '\0')
+		return;
+	h = dlopen(lib != NULL ? lib : "libknem_rs.so.0", RTLD_NOW);
+	if (h == NULL)
+		die("rules named but libknem_rs cannot be loaded (LIBKNEM_RS)");
+	rules_decide = (rules_decide_fn)(uintptr_t)dlsym(h, "knem_rs_rules_decide");
+	rules_error = (const char *(*)(void))(uintptr_t)dlsym(h, "knem_rs_last_error");
+	if (rules_decide == NULL || rules_error == NULL)
+		die("libknem_rs has no knem_rs_rules_decide");
+	if (MPI_T_cvar_get_index("coll_knemrs_transport", &idx) == MPI_SUCCESS &&
+	    MPI_T_cvar_handle_alloc(idx, NULL, &handle, &count) == MPI_SUCCESS) {
+		if (count <= (int)sizeof(rules_transport) &&
+		    MPI_T_cvar_read(handle, rules_transport) != MPI_SUCCESS)
+			die("MPI_T_cvar_read(coll_knemrs_transport) failed");
+		MPI_T_cvar_handle_free(&handle);
+	}
+}
+
+/* Whether coll/knemrs carries op on n bytes per block (ops enumerated as
+ * knem_rs.h's KNEM_RS_OP_): from the threshold, else from the rules. */
+static int carried(enum op op, size_t n, int threshold)
+{
+	int r;
+
+	if (n == 0)
+		return 0;
+	if (threshold >= 0)
+		return n >= (size_t)threshold;
+	if (rules_decide == NULL)
+		die("coll_knemrs_threshold is -1 (from the model): set it, or name the rules "
+		    "in force (verify MAXSIZE RULES), so that the expected bytes are known");
+	r = rules_decide(rules_path, (int)op, np, rules_transport, n, NULL, NULL);
+	if (r < 0) {
+		fprintf(stderr, "coll_check: rank %d: %s\n", me, rules_error());
+		die("the rules named do not decide every call");
+	}
+	return r;
+}
+
 /* Every operation, or MPI_Bcast only (nops 1: BCAST is the first), then
  * the duplicates. */
 static long long verify(size_t maxsize, int nops)
@@ -291,9 +355,8 @@ static long long verify(size_t maxsize, int nops)
 	int threshold = threshold_get(), salt = 0;
 	long long knem = 0;
 
-	if (threshold < 0)
-		die("coll_knemrs_threshold is -1 (from the model): set it so that the "
-		    "expected bytes are known");
+	/* Fails here, before any call, when the bytes cannot be known. */
+	(void)carried(BCAST, 1, threshold);
 	for (int op = 0; op < nops; op++)
 		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 			size_t n = sizes[k];
@@ -304,7 +367,7 @@ static long long verify(size_t maxsize, int nops)
 				for (int in_place = 0; in_place < (op == BCAST ? 1 : 2); in_place++) {
 					long long between = run(op, n, root, in_place, ++salt);
 
-					if (n > 0 && n >= (size_t)threshold)
+					if (carried(op, n, threshold))
 						knem += between;
 				}
 		}
@@ -314,7 +377,7 @@ static long long verify(size_t maxsize, int nops)
 		MPI_Comm_dup(MPI_COMM_WORLD, &comm);
 		long long between = run(BCAST, 65536, i % np, 0, ++salt);
 
-		if ((size_t)threshold <= 65536)
+		if (carried(BCAST, 65536, threshold))
 			knem += between;
 		MPI_Comm_free(&comm);
 	}
@@ -632,7 +695,8 @@ static long long time_selected(int iters, size_t maxsize)
 			if (sizes[k] > maxsize)
 				continue;
 			moved = time_op(op, sizes[k], iters, t);
-			if (threshold >= 0 && sizes[k] >= (size_t)threshold)
+			if ((threshold >= 0 || rules_decide != NULL) &&
+			    carried(op, sizes[k], threshold))
 				knem += moved;
 			if (me == 0)
 				printf("  %-10s %10zu %10.1f %10.1f %10.1f\n", op_name[op], sizes[k],
@@ -653,6 +717,8 @@ int main(int argc, char **argv)
 	comm = MPI_COMM_WORLD;
 	MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
 	threshold_open();
+	if ((strcmp(mode, "verify") == 0 || strcmp(mode, "time") == 0) && argc > 3)
+		rules_open(argv[3], argc > 4 ? argv[4] : NULL);
 
 	if (strcmp(mode, "verify") == 0)
 		knem = verify(argc > 2 ? strtoull(argv[2], NULL, 0) : (2u << 20), NOPS);
@@ -669,8 +735,8 @@ int main(int argc, char **argv)
 		knem = time_selected(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 20,
 				     argc > 3 ? strtoull(argv[3], NULL, 0) : (4u << 20));
 	else
-		die("usage: coll_check verify|bcast [MAXSIZE] | fallback | cache [CALLS] | "
-		    "bench|time [ITERS [MAXSIZE]]");
+		die("usage: coll_check verify [MAXSIZE [RULES [LIB]]] | bcast [MAXSIZE] | fallback | "
+		    "cache [CALLS] | bench [ITERS [MAXSIZE]] | time [ITERS [MAXSIZE [RULES [LIB]]]]");
 
 	MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Allreduce(&calls, &all_calls, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);

@@ -26,13 +26,15 @@ knemrs_path=${knemrs_path:-$pkglibdir:$knemrs}
 knemrs_transport=${knemrs_transport:---mca pml ob1 --mca btl self,vader}
 knemrs_label=${knemrs_label:-}
 knemrs_suite=${knemrs_suite:-all}
+# coll_knemrs_threshold of the jobs (-1 for the rules job: the rules decide).
+knemrs_threshold=4096
 # The checks below that count a pass: verify on 2 and 4 ranks; then the
 # fallbacks, no transport, the cache, memlock and unaccounted jobs, and
 # with "all" the timing mode.
 case $knemrs_suite in
 verify) want_passed=$((want_passed + 2)) ;;
-no-bench) want_passed=$((want_passed + 7)) ;;
-*) want_passed=$((want_passed + 8)) ;;
+no-bench) want_passed=$((want_passed + 10)) ;;
+*) want_passed=$((want_passed + 11)) ;;
 esac
 # Each rank writes its output to files of its own (rank-files.sh, in
 # coll_run's $log.RANK.out and .err), not through mpirun.
@@ -44,7 +46,8 @@ mpirun_knemrs() {
 	mpirun $knemrs_launch -np "$np" \
 		--mca mca_base_component_path "$knemrs_path" \
 		$knemrs_transport \
-		--mca coll_knemrs_threshold 4096 --mca coll_base_verbose 10 "$rank_files" "$log" "$@"
+		--mca coll_knemrs_threshold "$knemrs_threshold" --mca coll_base_verbose 10 \
+		"$rank_files" "$log" "$@"
 }
 
 # coll_job NAME EXPECTED NP ARGS...: coll_check ARGS on NP ranks, every
@@ -104,6 +107,14 @@ coll_job() {
 		return
 	fi
 	case $want in
+	rules)
+		# Whatever the rules give knem-rs, possibly nothing.
+		want=$(coll_expected)
+		if [ "$teams" -ne "$np" ] || [ -z "$want" ]; then
+			fail "$name" "no team over knem on every rank, or no expected bytes"
+			return
+		fi
+		;;
 	all)
 		want=$(coll_expected)
 		if [ "$teams" -ne "$np" ] || [ -z "$want" ] || [ "$want" -eq 0 ]; then
@@ -281,6 +292,59 @@ knemrs_unaccounted_check() {
 	verify "$name" "$want" "$b0" "$f0"
 }
 
+# ---- Rules tuned on this node ------------------------------------------------
+
+# knemrs-tune on 4 ranks, every operation at 4 KiB and 64 KiB per block
+# (a few seconds of TCG per operation), then coll_check verify on 4 ranks
+# with those rules in force (threshold -1): every byte right, and knem
+# moved exactly what the rules give knem-rs (coll_check asks
+# knem_rs_rules_decide of libknem_rs for each call).  Then a rules file
+# that is not one: rank 0 says so in one line, the model decides, every
+# byte still right.
+knemrs_rules_checks() {
+	local name=${knemrs_label}knemrs-tune-4 rules=/tmp/knemrs-rules.json rc t0 points in_force
+	t0=$(date +%s)
+	rm -f "$rules"
+	# shellcheck disable=SC2086 # the option lists split into words
+	mpirun $knemrs_launch -np 4 --mca mca_base_component_path "$knemrs_path" $knemrs_transport \
+		"$knemrs/knemrs-tune" --ranks 4 --sizes 4K,64K --reps 5,10 --seconds 10 \
+		--out "$rules" > "/tmp/$name.log" 2>&1
+	rc=$?
+	grep -a '^knemrs-tune:' "/tmp/$name.log" | sed 's/^/    /'
+	points=$(grep -ac '^knemrs-tune: [a-z]* on 4 ranks, [0-9]* B per block: ' "/tmp/$name.log")
+	if [ "$rc" -ne 0 ] || [ "$points" -ne 10 ] || [ ! -s "$rules" ] ||
+		! grep -aq "^knemrs-tune: rules for 1 team size(s) written to $rules" "/tmp/$name.log"; then
+		fail "$name" "knemrs-tune exited with status $rc after $points of 10 decisions"
+		return
+	fi
+	echo "interop: $name: 10 decisions on 4 ranks in $(($(date +%s) - t0)) s"
+	passed=$((passed + 1))
+
+	OMPI_MCA_coll_knemrs_rules=$rules
+	export OMPI_MCA_coll_knemrs_rules
+	knemrs_threshold=-1
+	coll_job knemrs-rules-4 rules 4 verify 65536 "$rules" "$knemrs/lib/libknem_rs.so.0"
+	knemrs_threshold=4096
+	unset OMPI_MCA_coll_knemrs_rules
+	in_force=$(grep -ac "coll:knemrs: MPI_COMM_WORLD: rules $rules in force on 4 ranks" \
+		"/tmp/${knemrs_label}knemrs-rules-4.log")
+	if [ "$in_force" -ne 1 ]; then
+		fail "${knemrs_label}knemrs-rules-4-in-force" "rank 0 said $in_force times that the rules are in force" \
+			"/tmp/${knemrs_label}knemrs-rules-4.log"
+	fi
+
+	OMPI_MCA_coll_knemrs_rules=/etc/passwd
+	export OMPI_MCA_coll_knemrs_rules
+	coll_job knemrs-bad-rules-2 all 2 verify 65536
+	unset OMPI_MCA_coll_knemrs_rules
+	if [ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: rules /etc/passwd: not a knem-rs rules file .*; the model decides$' \
+		"/tmp/${knemrs_label}knemrs-bad-rules-2.log")" -ne 1 ]; then
+		fail "${knemrs_label}knemrs-bad-rules-2-line" "not one line naming /etc/passwd as no rules file" \
+			"/tmp/${knemrs_label}knemrs-bad-rules-2.log"
+	fi
+}
+
 knemrs_cache_checks
 knemrs_unaccounted_check
+knemrs_rules_checks
 echo "interop: coll/knemrs checks took $(($(date +%s) - knemrs_t0)) s"

@@ -23,7 +23,8 @@
 #                       CAPI_LIB (the host's libknem_rs.so: the releases'
 #                       glibc is newer than the host's, so it runs there)
 #                       also coll/knemrs and coll_check: OUT/knemrs/
-#                       holds mca_coll_knemrs.so and lib/libknem_rs.so.0,
+#                       holds mca_coll_knemrs.so, knemrs-tune and
+#                       lib/libknem_rs.so.0,
 #                       its run path ($ORIGIN/lib)
 #   ompi-chroot.sh root RELEASE       print the chroot's directory
 #   ompi-chroot.sh run RELEASE CMD... CMD in the chroot (/proc mounted in
@@ -156,8 +157,10 @@ build() {
 	if [ -n "$capi_lib" ]; then
 		# libknem_rs under its soname beside the component, found
 		# through the component's run path wherever OUT lands.
-		mkdir -p "$root$b/coll-knemrs" "$root$b/knemrs/lib" "$root$b/capi-include"
+		mkdir -p "$root$b/coll-knemrs" "$root$b/knemrs/lib" "$root$b/capi-include" \
+			"$root$b/knemrs-tune"
 		cp "$top"/mpi/openmpi/coll-knemrs/{Makefile,*.c,*.h} "$root$b/coll-knemrs/"
+		cp "$top"/mpi/openmpi/knemrs-tune/{Makefile,*.c} "$root$b/knemrs-tune/"
 		cp "$top/userlib/knem-capi/include/knem_rs.h" "$root$b/capi-include/"
 		cp "$capi_lib" "$root$b/knemrs/lib/libknem_rs.so.0"
 		ln -sf libknem_rs.so.0 "$root$b/knemrs/lib/libknem_rs.so"
@@ -165,6 +168,8 @@ build() {
 		in_root make -s -C "$b/coll-knemrs" KNEM_RS_INCLUDE="$b/capi-include" \
 			KNEM_RS_LIB="$b/knemrs/lib" 'KNEM_RS_RPATH=$$ORIGIN/lib' \
 			EXTRA_INCLUDE=/usr/src/knem-ompi-headers OUT="$b/knemrs"
+		in_root make -s -C "$b/knemrs-tune" KNEM_RS_INCLUDE="$b/capi-include" \
+			KNEM_RS_LIB="$b/knemrs/lib" 'KNEM_RS_RPATH=$$ORIGIN/lib' OUT="$b/knemrs"
 		in_root mpicc -O2 -Wall -Wextra -Werror -o "$b/coll_check" "$b/coll_check.c"
 		# The host-built library must load with the release's libc.
 		if in_root ldd "$b/knemrs/mca_coll_knemrs.so" | grep -E 'not found|version .* not found'; then

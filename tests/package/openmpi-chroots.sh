@@ -79,7 +79,8 @@ control_ok() {
 	grep -qF "libopenmpi40 (= $ompi)" <<< "$depends" && grep -qF "libknem-rs0 (>= $version)" <<< "$depends" &&
 		[ "$(dpkg-deb -f "$deb" Version)" = "$version-1~$release" ] &&
 		grep -q " ./usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi40/mca_coll_knemrs.so\$" <<< "$listing" &&
-		grep -q " ./usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi40/mca_smsc_knem.so\$" <<< "$listing"
+		grep -q " ./usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi40/mca_smsc_knem.so\$" <<< "$listing" &&
+		grep -q "^-rwxr-xr-x .* ./usr/bin/knemrs-tune\$" <<< "$listing"
 }
 
 install_pkgs() {
@@ -143,6 +144,30 @@ coll_check_runs() {
 		[ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: team knemrs-[0-9a-f-]* of 2 ranks over cma;' "$log")" -eq 2 ]
 }
 
+# The packaged knemrs-tune as a user runs it (a login shell, nothing but
+# Open MPI and the packages): bcast and allgather at 4 KiB and 64 KiB on 2
+# ranks over CMA, then coll_check verify with those rules in force
+# (threshold -1): every byte right, rank 0 saying the rules are in force.
+tune_runs() {
+	local log=$logdir/$release-knemrs-tune.log
+	unshare --mount --propagation private -- /bin/sh -c \
+		'mount -t proc proc "$0/proc" && mount -t tmpfs tmpfs "$0/tmp" && mount -t tmpfs tmpfs "$0/dev/shm" &&
+		exec chroot "$0" "$@"' "$root" \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C sh -lc \
+		'cat > /tmp/coll_check.c && mpicc -O2 -Wall -Wextra -Werror -o /tmp/coll_check /tmp/coll_check.c &&
+		cd /tmp && timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 knemrs-tune \
+			--transport cma --ops bcast,allgather --sizes 4K,64K --reps 5,10 --out /tmp/rules.json &&
+		exec timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+			--mca coll_knemrs_transport cma --mca coll_knemrs_threshold -1 \
+			--mca coll_knemrs_rules /tmp/rules.json --mca coll_base_verbose 10 \
+			./coll_check verify 65536 /tmp/rules.json' < tests/interop/coll_check.c > "$log" 2>&1 ||
+		{ tail -n 20 "$log"; return 1; }
+	grep -a '^knemrs-tune:\|^coll_check:\|rules' "$log"
+	[ "$(grep -ac '^knemrs-tune: [a-z]* on 2 ranks, [0-9]* B per block: ' "$log")" -eq 4 ] &&
+		grep -aq '^coll_check: verify: ranks 2, .*, bad bytes 0,' "$log" &&
+		[ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: rules /tmp/rules.json in force on 2 ranks' "$log")" -eq 1 ]
+}
+
 same_files() { diff -u "$1" <(snapshot); }
 
 for release in "$@"; do
@@ -167,6 +192,10 @@ for release in "$@"; do
 		check "$release: ompi_info lists MCA coll: knemrs and MCA smsc: knem, opens every component" ompi_info_lists
 		check "$release: coll_check verify on 2 ranks under a plain mpirun in a login shell: coll/knemrs enabled, team over CMA, every byte right" \
 			coll_check_runs
+		check "$release: knemrs-tune's libraries resolve, libknem_rs.so.0 from libknem-rs0" \
+			libs_resolve /usr/bin/knemrs-tune
+		check "$release: knemrs-tune on 2 ranks writes rules; coll_check verify with them in force: every byte right" \
+			tune_runs
 	fi
 	check "$release: dpkg --purge $name libknem-rs0: neither installed nor half-removed" remove_pkgs
 	check "$release: the chroot's files are as before the installation" same_files "$work/before"

@@ -59,6 +59,9 @@ struct knemrs_component_state {
 	size_t cache_process_bytes;
 	/* Tests: the control block's name instead of a fresh random one. */
 	char *team_name;
+	/* knemrs-tune's rules file; NULL or "": $KNEM_RS_RULES, else
+	 * /etc/knem-rs/coll-rules.json when there. */
+	char *rules;
 	int verbose;
 	int output;
 };
@@ -82,6 +85,9 @@ typedef struct mca_coll_knemrs_module_t {
 	int caching;
 	/* Model thresholds per operation, computed once the team exists. */
 	size_t model_threshold[KNEMRS_NOPS];
+	/* Every rank holds the same rules (knemrs_team_rules): they decide
+	 * before the model, where they have a case. */
+	int rules;
 	/* A scratch buffer for the MPI_IN_PLACE forms, kept between calls. */
 	void *scratch;
 	size_t scratch_len;
@@ -119,9 +125,11 @@ int mca_coll_knemrs_alltoall(const void *sbuf, knemrs_count_t scount,
 /* knemrs_team.c: make the team on first use; 1 when it is usable. */
 int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm);
 /* Agree on every rank whether op on n bytes per block goes to knem-rs:
- * local_ok is this rank's answer (contiguous buffers, scratch memory). */
+ * local_ok is this rank's answer (contiguous buffers, scratch memory);
+ * *alg and *k get the algorithm the rules chose (KNEM_RS_ALG_AUTO
+ * without rules: the model's). */
 int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op,
-		 size_t n, int local_ok);
+		 size_t n, int local_ok, int *alg, int *k);
 
 /* knemrs_cache.c: the region cache where Open MPI's memory hooks report
  * releases.  _init when the component is queried (MPI_Init), _enable

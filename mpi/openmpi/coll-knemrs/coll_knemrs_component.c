@@ -40,6 +40,7 @@ struct knemrs_component_state mca_coll_knemrs_component = {
 	.cache_bytes = (size_t)256 << 20,
 	.cache_process_bytes = (size_t)512 << 20,
 	.team_name = NULL,
+	.rules = NULL,
 };
 
 static char *transport_default = "knem";
@@ -93,6 +94,14 @@ static int knemrs_register(void)
 		"anything is already there)",
 		MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9,
 		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.team_name);
+	(void)mca_base_component_var_register(c, "rules",
+		"The rules file of knemrs-tune: per operation, team size and range of bytes per "
+		"block, a knem-rs algorithm or the saved module, as measured on this node; "
+		"empty: $KNEM_RS_RULES, else /etc/knem-rs/coll-rules.json when there.  Used "
+		"when coll_knemrs_threshold is -1; a file of another machine or version is "
+		"refused (coll_base_verbose 10 says why) and the model decides",
+		MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_6,
+		MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_knemrs_component.rules);
 	return OMPI_SUCCESS;
 }
 

@@ -91,12 +91,12 @@ int mca_coll_knemrs_bcast(void *buf, knemrs_count_t count, struct ompi_datatype_
 	mca_coll_knemrs_module_t *m = (mca_coll_knemrs_module_t *)module;
 	size_t n = knemrs_bytes(count, dtype);
 	char *p = knemrs_contig(buf, count, dtype);
-	int go = knemrs_agree(m, comm, KNEM_RS_OP_BCAST, n, p != NULL), rc;
+	int alg, k, go = knemrs_agree(m, comm, KNEM_RS_OP_BCAST, n, p != NULL, &alg, &k), rc;
 
 	if (go < 0)
 		return OMPI_ERROR;
 	if (go) {
-		rc = knem_rs_bcast(m->team, p, n, root, KNEM_RS_ALG_AUTO, 0);
+		rc = knem_rs_bcast(m->team, p, n, root, alg, k);
 		if (!knemrs_declined(m, comm, KNEM_RS_OP_BCAST, "bcast", n, rc))
 			return knemrs_done(m, comm, KNEM_RS_OP_BCAST, "bcast", n, rc);
 	}
@@ -115,7 +115,7 @@ int mca_coll_knemrs_scatter(const void *sbuf, knemrs_count_t scount, struct ompi
 	size_t n = me == root ? knemrs_bytes(scount, sdtype) : knemrs_bytes(rcount, rdtype);
 	const char *s = NULL;
 	char *r;
-	int go, ok;
+	int go, ok, alg, k;
 
 	if (me == root) {
 		s = knemrs_contig(sbuf, scount * p, sdtype);
@@ -127,11 +127,11 @@ int mca_coll_knemrs_scatter(const void *sbuf, knemrs_count_t scount, struct ompi
 		r = knemrs_contig(rbuf, rcount, rdtype);
 		ok = r != NULL;
 	}
-	go = knemrs_agree(m, comm, KNEM_RS_OP_SCATTER, n, ok);
+	go = knemrs_agree(m, comm, KNEM_RS_OP_SCATTER, n, ok, &alg, &k);
 	if (go < 0)
 		return OMPI_ERROR;
 	if (go) {
-		int rc = knem_rs_scatter(m->team, s, r, n, root, KNEM_RS_ALG_AUTO, 0);
+		int rc = knem_rs_scatter(m->team, s, r, n, root, alg, k);
 
 		if (!knemrs_declined(m, comm, KNEM_RS_OP_SCATTER, "scatter", n, rc))
 			return knemrs_done(m, comm, KNEM_RS_OP_SCATTER, "scatter", n, rc);
@@ -151,7 +151,7 @@ int mca_coll_knemrs_gather(const void *sbuf, knemrs_count_t scount, struct ompi_
 	size_t n = me == root ? knemrs_bytes(rcount, rdtype) : knemrs_bytes(scount, sdtype);
 	const char *s;
 	char *r = NULL;
-	int go, ok;
+	int go, ok, alg, k;
 
 	if (me == root) {
 		r = knemrs_contig(rbuf, rcount * p, rdtype);
@@ -161,7 +161,7 @@ int mca_coll_knemrs_gather(const void *sbuf, knemrs_count_t scount, struct ompi_
 		s = knemrs_contig(sbuf, scount, sdtype);
 		ok = s != NULL;
 	}
-	go = knemrs_agree(m, comm, KNEM_RS_OP_GATHER, n, ok);
+	go = knemrs_agree(m, comm, KNEM_RS_OP_GATHER, n, ok, &alg, &k);
 	if (go < 0)
 		return OMPI_ERROR;
 	if (go) {
@@ -172,7 +172,7 @@ int mca_coll_knemrs_gather(const void *sbuf, knemrs_count_t scount, struct ompi_
 		 * itself (scratch memory: a declined call leaves rbuf as is). */
 		if (in_place)
 			memcpy((char *)s, r + (size_t)root * n, n);
-		rc = knem_rs_gather(m->team, s, r, n, root, KNEM_RS_ALG_AUTO, 0);
+		rc = knem_rs_gather(m->team, s, r, n, root, alg, k);
 		if (!knemrs_declined(m, comm, KNEM_RS_OP_GATHER, "gather", n, rc))
 			return knemrs_done(m, comm, KNEM_RS_OP_GATHER, "gather", n, rc);
 	}
@@ -191,7 +191,8 @@ int mca_coll_knemrs_allgather(const void *sbuf, knemrs_count_t scount,
 	size_t n = knemrs_bytes(rcount, rdtype);
 	char *r = knemrs_contig(rbuf, rcount * p, rdtype);
 	const char *s = in_place ? knemrs_scratch(m, n) : knemrs_contig(sbuf, scount, sdtype);
-	int go = knemrs_agree(m, comm, KNEM_RS_OP_ALLGATHER, n, r != NULL && s != NULL);
+	int alg, k, go = knemrs_agree(m, comm, KNEM_RS_OP_ALLGATHER, n, r != NULL && s != NULL,
+				      &alg, &k);
 
 	if (go < 0)
 		return OMPI_ERROR;
@@ -203,7 +204,7 @@ int mca_coll_knemrs_allgather(const void *sbuf, knemrs_count_t scount,
 		 * module writes again. */
 		if (in_place)
 			memcpy((char *)s, r + (size_t)me * n, n);
-		rc = knem_rs_allgather(m->team, s, r, n, KNEM_RS_ALG_AUTO, 0);
+		rc = knem_rs_allgather(m->team, s, r, n, alg, k);
 		if (!knemrs_declined(m, comm, KNEM_RS_OP_ALLGATHER, "allgather", n, rc))
 			return knemrs_done(m, comm, KNEM_RS_OP_ALLGATHER, "allgather", n, rc);
 	}
@@ -222,7 +223,8 @@ int mca_coll_knemrs_alltoall(const void *sbuf, knemrs_count_t scount,
 	size_t n = knemrs_bytes(rcount, rdtype);
 	char *r = knemrs_contig(rbuf, rcount * p, rdtype);
 	const char *s = in_place ? knemrs_scratch(m, n * p) : knemrs_contig(sbuf, scount * p, sdtype);
-	int go = knemrs_agree(m, comm, KNEM_RS_OP_ALLTOALL, n, r != NULL && s != NULL);
+	int alg, k, go = knemrs_agree(m, comm, KNEM_RS_OP_ALLTOALL, n, r != NULL && s != NULL,
+				      &alg, &k);
 
 	if (go < 0)
 		return OMPI_ERROR;
@@ -233,7 +235,7 @@ int mca_coll_knemrs_alltoall(const void *sbuf, knemrs_count_t scount,
 		 * copy. */
 		if (in_place)
 			memcpy((char *)s, r, n * p);
-		rc = knem_rs_alltoall(m->team, s, r, n, KNEM_RS_ALG_AUTO, 0);
+		rc = knem_rs_alltoall(m->team, s, r, n, alg, k);
 		if (!knemrs_declined(m, comm, KNEM_RS_OP_ALLTOALL, "alltoall", n, rc))
 			return knemrs_done(m, comm, KNEM_RS_OP_ALLTOALL, "alltoall", n, rc);
 	}

@@ -51,6 +51,41 @@ static size_t knemrs_model_threshold(knem_rs_team *team, int op)
 	return SIZE_MAX;
 }
 
+/* Load the rules on every rank and keep them only if every rank read the
+ * same (one word exchange): decisions must be the same everywhere.  Rank
+ * 0 says what happened, in one line; a file that cannot be used leaves
+ * the model in charge. */
+static void knemrs_team_rules(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm)
+{
+	const char *path = mca_coll_knemrs_component.rules;
+	int rank = ompi_comm_rank(comm), size = ompi_comm_size(comm), r;
+	uint64_t digest, words[64 * 8];
+	int rc = knem_rs_team_load_rules(m->team, path);
+
+	if (rc < 0 && rank == 0)
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: %s: %s; the model decides", comm->c_name, knem_rs_last_error());
+	digest = knem_rs_team_rules_digest(m->team);
+	if (knem_rs_team_allgather_words(m->team, &digest, 1, words) != 0) {
+		knem_rs_team_drop_rules(m->team);
+		return;
+	}
+	for (r = 0; r < size; r++)
+		if (words[r * 8] != words[0]) {
+			knem_rs_team_drop_rules(m->team);
+			if (rank == 0)
+				opal_output_verbose(10, mca_coll_knemrs_component.output,
+					"coll:knemrs: %s: the ranks read different rules (rank %d's "
+					"differ from rank 0's); the model decides", comm->c_name, r);
+			return;
+		}
+	m->rules = digest != 0;
+	if (m->rules && rank == 0)
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: %s: rules %s in force on %d ranks", comm->c_name,
+			path != NULL && path[0] != '\0' ? path : "(the default file)", size);
+}
+
 static void knemrs_team_fail(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm,
 			     const char *what)
 {
@@ -128,6 +163,11 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 	}
 	for (op = 0; op < KNEMRS_NOPS; op++)
 		m->model_threshold[op] = knemrs_model_threshold(m->team, op);
+	if (rank == 0 && knem_rs_team_model_notes(m->team)[0] != '\0')
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: %s: %s; the next model file or the defaults are used", comm->c_name,
+			knem_rs_team_model_notes(m->team));
+	knemrs_team_rules(m, comm);
 	m->team_state = KNEMRS_TEAM_READY;
 	/* A local choice: each rank keeps its own regions or not, and sends
 	 * peers a descriptor per call either way. */
@@ -143,11 +183,14 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 }
 
 int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op, size_t n,
-		 int local_ok)
+		 int local_ok, int *alg, int *k)
 {
 	int threshold = mca_coll_knemrs_component.threshold;
 	uint64_t words[64 * 8], mine = (uint64_t)(local_ok != 0);
 	int size, r;
+
+	*alg = KNEM_RS_ALG_AUTO;
+	*k = 0;
 
 	/* n and the threshold are the same on every rank (MPI's matching
 	 * rules; an ALL_EQ parameter): this test needs no agreement. */
@@ -157,8 +200,17 @@ int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, 
 		return 0;
 	if (!knemrs_team_ready(m, comm))
 		return 0;
-	if (threshold < 0 && n < m->model_threshold[op])
+	/* The rules, where they have a case, else the model's threshold: the
+	 * same answer on every rank (same rules, n and team). */
+	r = threshold < 0 && m->rules ? knem_rs_team_decide(m->team, op, n, alg, k) : -ENOENT;
+	if (r == 0)
 		return 0;
+	if (r < 0) {
+		*alg = KNEM_RS_ALG_AUTO;
+		*k = 0;
+		if (threshold < 0 && n < m->model_threshold[op])
+			return 0;
+	}
 	/* Datatype layouts may differ between ranks: agree through the
 	 * team's control block (one barrier, no copy). */
 	if (knem_rs_team_allgather_words(m->team, &mine, 1, words) != 0) {

@@ -168,6 +168,63 @@ int knem_rs_team_allgather_words(knem_rs_team *team, const uint64_t *words,
 int knem_rs_team_plan(const knem_rs_team *team, int op, size_t n, int *alg,
 		      int *k, double *predicted_seconds);
 void knem_rs_team_close(knem_rs_team *team);
+/* Lines about the model files passed over when the team was made (there
+ * but not model files), "; "-separated; "" when none.  Lives as long as
+ * the team. */
+const char *knem_rs_team_model_notes(const knem_rs_team *team);
+
+/* Rules: what knemrs-tune measured on this node (knem-coll's rules
+ * module).  _load_rules reads path (NULL or "": $KNEM_RS_RULES, else
+ * /etc/knem-rs/coll-rules.json) into the team: 1 loaded; 0 no file at
+ * the default path (a node never tuned: nothing to say); a negative errno
+ * when the file cannot be used (missing when named, not a rules file,
+ * another version, another machine), knem_rs_last_error() saying why in
+ * one line, and the team then has no rules.  Ranks must agree on the
+ * rules before they decide with them: compare _rules_digest (0 without
+ * rules) on every rank and _drop_rules where they differ.  _decide: 1
+ * when knem-rs carries op on n bytes per block, with *alg and *k (NULL
+ * for either is fine); 0 when the call goes to the MPI's own module;
+ * -ENOENT when the rules have no case for op on this team size and
+ * transport (or there are none): then the model decides. */
+int knem_rs_team_load_rules(knem_rs_team *team, const char *path);
+uint64_t knem_rs_team_rules_digest(const knem_rs_team *team);
+void knem_rs_team_drop_rules(knem_rs_team *team);
+int knem_rs_team_decide(const knem_rs_team *team, int op, size_t n, int *alg,
+			int *k);
+/* The same decision from the rules file at path for a team of ranks over
+ * transport, with no team (tests that predict what coll/knemrs does):
+ * the file is read and checked on each call. */
+int knem_rs_rules_decide(const char *path, int op, int ranks,
+			 const char *transport, size_t n, int *alg, int *k);
+
+/* Tuning (knemrs-tune).  The MPI's side: hand_over runs the MPI's own
+ * collective for op (KNEM_RS_OP_*) on n bytes per block, root 0, from
+ * send (n x team size bytes) into recv (as much); max_all replaces each of
+ * len doubles with its maximum over the team's ranks.  Both return 0 or
+ * non-zero on failure. */
+typedef struct knem_rs_tune_mpi {
+	void *ctx;
+	int (*hand_over)(void *ctx, int op, size_t n, const void *send,
+			 void *recv);
+	int (*max_all)(void *ctx, double *values, size_t len);
+} knem_rs_tune_mpi;
+typedef struct knem_rs_tuner knem_rs_tuner;
+/* open_mpi: the MPI's version for the file; ci_target: the relative
+ * half-width of the medians' 95% confidence interval to reach (0.05).
+ * NULL on bad arguments. */
+knem_rs_tuner *knem_rs_tuner_new(const char *open_mpi, double ci_target);
+/* Tune ops ("bcast,allgather"; NULL: all five) at sizes ("4K,1M"; NULL:
+ * 256 B to 64 MiB, x4) on team: every rank of the team calls it alike.
+ * Each size times the model's shortlist and hand-over, min_reps to
+ * max_reps repetitions or max_seconds.  verbose: rank 0 prints each
+ * decision and every candidate's median with its interval. */
+int knem_rs_tuner_run(knem_rs_tuner *tuner, knem_rs_team *team,
+		      const knem_rs_tune_mpi *mpi, const char *ops,
+		      const char *sizes, unsigned min_reps, unsigned max_reps,
+		      double max_seconds, int verbose);
+/* Write the rules of every team tuned so far (replaced atomically). */
+int knem_rs_tuner_write(knem_rs_tuner *tuner, const char *path);
+void knem_rs_tuner_free(knem_rs_tuner *tuner);
 
 /* Region cache.  Keep the regions this rank declares for collectives while
  * their buffers repeat (a later call whose buffer starts at the same

@@ -166,10 +166,12 @@ macro_rules! deref {
 }
 
 mod coll;
+mod rules;
 mod team;
 mod transport;
 
 pub use coll::*;
+pub use rules::*;
 pub use team::*;
 pub use transport::*;
 

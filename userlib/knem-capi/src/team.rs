@@ -11,12 +11,23 @@ use std::ffi::CString;
 pub struct CTeam {
     pub(crate) team: Team,
     tname: CString,
+    /// The rules loaded by knem_rs_team_load_rules.
+    pub(crate) rules: Option<knem_coll::rules::Rules>,
+    /// knem_rs_team_model_notes's text.
+    pub(crate) notes: CString,
 }
 
 fn new_team(team: Team, out: *mut *mut CTeam) -> c_int {
     let tname = CString::new(team.transport().kind().name()).unwrap_or_default();
+    let notes = CString::new(team.model_notes().join("; ").replace('\0', " ")).unwrap_or_default();
+    let t = CTeam {
+        team,
+        tname,
+        rules: None,
+        notes,
+    };
     // SAFETY: out checked non-null by the callers.
-    unsafe { *out = Box::into_raw(Box::new(CTeam { team, tname })) };
+    unsafe { *out = Box::into_raw(Box::new(t)) };
     0
 }
 
@@ -181,8 +192,37 @@ pub unsafe extern "C" fn knem_rs_team_allgather_words(
     })
 }
 
-fn op_of(op: c_int) -> Option<Op> {
+pub(crate) fn op_of(op: c_int) -> Option<Op> {
     Op::ALL.get(usize::try_from(op).ok()?).copied()
+}
+
+/// The team behind `team` and the operation `op` names, checked.
+///
+/// # Safety
+/// `team` is NULL or a live team of this API.
+pub(crate) unsafe fn team_op<'a>(team: *const CTeam, op: c_int) -> Result<(&'a CTeam, Op), c_int> {
+    if team.is_null() {
+        return Err(fail(libc::EINVAL, "NULL team"));
+    }
+    let Some(op) = op_of(op) else {
+        return Err(fail(libc::EINVAL, "unknown operation"));
+    };
+    // SAFETY: non-null and live by the caller's contract.
+    Ok((unsafe { &*team }, op))
+}
+
+/// Write `a`'s code and k to the out pointers, each NULL or writable.
+pub(crate) fn put_algorithm(a: knem_coll::Algorithm, alg: *mut c_int, k: *mut c_int) {
+    let (code, kk) = a.code();
+    // SAFETY: each out pointer is NULL or writable (the callers' contract).
+    unsafe {
+        if !alg.is_null() {
+            *alg = code as c_int;
+        }
+        if !k.is_null() {
+            *k = c_int::try_from(kk).unwrap_or(c_int::MAX);
+        }
+    }
 }
 
 #[no_mangle]
@@ -195,14 +235,9 @@ pub unsafe extern "C" fn knem_rs_team_plan(
     predicted_seconds: *mut f64,
 ) -> c_int {
     guard(PANICKED, || {
-        if team.is_null() {
-            return fail(libc::EINVAL, "NULL team");
-        }
-        let Some(op) = op_of(op) else {
-            return fail(libc::EINVAL, "unknown operation");
-        };
-        // SAFETY: a live team by contract.
-        let t = unsafe { &(*team).team };
+        // SAFETY: a live team (or NULL) by contract.
+        let (t, op) = try_c!(unsafe { team_op(team, op) });
+        let t = &t.team;
         let topo = t.topology();
         let (a, c) = t.params().plan(
             op,
@@ -211,18 +246,10 @@ pub unsafe extern "C" fn knem_rs_team_plan(
             topo.node_count(),
             topo.largest_group(),
         );
-        let (code, kk) = a.code();
-        // SAFETY: each out pointer is NULL or writable.
-        unsafe {
-            if !alg.is_null() {
-                *alg = code as c_int;
-            }
-            if !k.is_null() {
-                *k = c_int::try_from(kk).unwrap_or(c_int::MAX);
-            }
-            if !predicted_seconds.is_null() {
-                *predicted_seconds = c;
-            }
+        put_algorithm(a, alg, k);
+        if !predicted_seconds.is_null() {
+            // SAFETY: non-null, writable by contract.
+            unsafe { *predicted_seconds = c };
         }
         0
     })

@@ -87,6 +87,11 @@ pub mod coll {
             /// Model file.
             #[arg(long)]
             model: Option<PathBuf>,
+            /// Rules file of knemrs-tune (default $KNEM_RS_RULES, else
+            /// /etc/knem-rs/coll-rules.json when there): what it says for
+            /// the case, beside the model, and which of the two decides.
+            #[arg(long)]
+            rules: Option<PathBuf>,
             /// CPUs the ranks share (0: one per rank, as in Contention-Aware Kernel-Assisted MPI Collectives); default:
             /// 0 with --preset, else this host's.
             #[arg(long)]

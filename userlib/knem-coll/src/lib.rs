@@ -30,10 +30,11 @@ pub mod launch;
 pub mod model;
 mod model_file;
 pub mod region_cache;
+pub mod rules;
 pub mod schedule;
 pub mod team;
 pub mod topo;
-#[cfg(feature = "tools")]
+pub mod tune;
 pub mod units;
 
 pub use error::{Error, Result};

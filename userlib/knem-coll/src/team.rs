@@ -75,6 +75,8 @@ pub struct Team {
     transport: Box<dyn Transport>,
     topo: Topology,
     params: Params,
+    /// The model files passed over when the team was made (one line each).
+    model_notes: Vec<String>,
 }
 
 // SAFETY: the control block is shared memory accessed only through
@@ -282,7 +284,12 @@ impl Team {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(120),
         );
-        let params = Params::load_for(transport.kind())
+        let mut model_notes = Vec::new();
+        let params =
+            crate::model::load_first_noting(&crate::model::model_paths(), transport.kind(), |l| {
+                model_notes.push(l)
+            })
+            .map(|(p, _)| p)
             .unwrap_or_default()
             .for_host();
         let mut team = Team {
@@ -295,6 +302,7 @@ impl Team {
             transport,
             topo: Topology::single(size),
             params,
+            model_notes,
         };
         let ctl = team.ctl();
         if let Err(cur) =
@@ -423,6 +431,13 @@ impl Team {
     /// The model parameters the planner uses.
     pub fn params(&self) -> &Params {
         &self.params
+    }
+
+    /// The model files passed over when the team was made, each with why
+    /// (a file that is there but is no model); the team then used the
+    /// next one, or the defaults.
+    pub fn model_notes(&self) -> &[String] {
+        &self.model_notes
     }
 
     /// Replace the model parameters (every rank must use the same).

@@ -4,12 +4,46 @@
 use std::process::Command;
 
 fn run(exe: &str, args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(exe).args(args).output().unwrap();
+    run_env(exe, args, None)
+}
+
+/// As `run`, with one more environment variable.
+fn run_env(
+    exe: &str,
+    args: &[&str],
+    env: Option<(&str, &std::path::Path)>,
+) -> (i32, String, String) {
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into(),
         String::from_utf8_lossy(&o.stderr).into(),
     )
+}
+
+/// Run with a file the user named that cannot be used: failure, nothing
+/// on stdout, one stderr line that says why.
+fn refused(exe: &str, args: &[&str], why: &str) {
+    let (code, out, err) = run(exe, args);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("knem-coll: ") && err.contains(why), "{err}");
+}
+
+/// Run with a default file (named by `env`) that cannot be used: success,
+/// one stderr line saying it was passed over and why; the stdout.
+fn passed_over(exe: &str, args: &[&str], env: (&str, &std::path::Path), why: &str) -> String {
+    let (code, out, err) = run_env(exe, args, Some(env));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("passed over") && err.contains(why), "{err}");
+    out
 }
 
 #[test]
@@ -131,29 +165,13 @@ fn explain_names_a_model_file_it_cannot_use() {
     ] {
         let mut args = explain.to_vec();
         args.extend(["--model", model.to_str().unwrap()]);
-        let (code, out, err) = run(exe, &args);
-        assert_ne!(code, 0, "{out}{err}");
-        assert!(out.is_empty(), "{out}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(
-            err.starts_with("knem-coll: ") && err.contains(want),
-            "{err}"
-        );
+        refused(exe, &args, want);
     }
-    let o = Command::new(exe)
-        .args(explain)
-        .env("KNEM_RS_MODEL", &garbage)
-        .output()
-        .unwrap();
-    let (out, err) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    assert!(o.status.success(), "{out}{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("passed over") && err.contains("not a knem-rs model file"),
-        "{err}"
+    let out = passed_over(
+        exe,
+        &explain,
+        ("KNEM_RS_MODEL", &garbage),
+        "not a knem-rs model file",
     );
     assert!(out.contains("parameters: default"), "{out}");
     for f in [&garbage, &cma_only] {
@@ -267,4 +285,105 @@ fn check_teams_runs_exactly_the_listed_sizes() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `explain --rules`: what a rules file says for the case and that it
+/// decides; a named file that cannot be used is one error line and no
+/// table; the default file ($KNEM_RS_RULES) that cannot be used is named
+/// on stderr and the model decides.
+#[test]
+fn explain_shows_the_rules_and_names_a_rules_file_it_cannot_use() {
+    use knem_coll::model::{Algorithm, Op};
+    use knem_coll::rules::{Case, Choice, Node, Point, Rules, Timing};
+    let exe = env!("CARGO_BIN_EXE_knem-coll");
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let timing = |choice, us| Timing {
+        choice,
+        median_us: us,
+        ci_us: [us, us],
+        reps: 10,
+    };
+    let point = |bytes, first: Choice, second: Choice| Point {
+        bytes,
+        choice: first,
+        timings: vec![timing(first, 10.0), timing(second, 20.0)],
+    };
+    let ring = Choice::Knem(Algorithm::RingSource);
+    let mut rules = Rules::new(Node::this_host(), 0.05);
+    rules.add(Case::from_points(
+        Op::Allgather,
+        4,
+        "shm",
+        vec![
+            point(4096, Choice::HandOver, ring),
+            point(1 << 20, ring, Choice::HandOver),
+        ],
+    ));
+    let good = dir.join(format!("knem-rs-cli-rules-{id}.json"));
+    std::fs::write(&good, rules.to_json()).unwrap();
+    let mut other = rules.clone();
+    other.node.cpu_model = "Another CPU".into();
+    let foreign = dir.join(format!("knem-rs-cli-rules-foreign-{id}.json"));
+    std::fs::write(&foreign, other.to_json()).unwrap();
+    let explain = |size: &'static str, p: &'static str| {
+        vec![
+            "explain",
+            "--op",
+            "allgather",
+            "--size",
+            size,
+            "-p",
+            p,
+            "--transport",
+            "shm",
+        ]
+    };
+
+    let mut args = explain("4K", "4");
+    args.extend(["--rules", good.to_str().unwrap()]);
+    let (code, out, err) = run(exe, &args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("): hand-over for 1 to "), "{out}");
+    assert!(out.contains("decides: the rules (hand-over;"), "{out}");
+    let mut args = explain("4M", "4");
+    args.extend(["--rules", good.to_str().unwrap()]);
+    let (_, out, _) = run(exe, &args);
+    assert!(out.contains("decides: the rules (ring-source;"), "{out}");
+    let mut args = explain("4M", "8");
+    args.extend(["--rules", good.to_str().unwrap()]);
+    let (_, out, _) = run(exe, &args);
+    assert!(
+        out.contains(
+            "no case for allgather on 8 ranks over shm (tuned: allgather/4/shm): the model decides"
+        ),
+        "{out}"
+    );
+
+    for (file, want) in [
+        (foreign.clone(), "tuned on another machine"),
+        (
+            dir.join(format!("knem-rs-cli-rules-missing-{id}")),
+            "No such file",
+        ),
+        (
+            std::path::PathBuf::from("/etc/passwd"),
+            "not a knem-rs rules file",
+        ),
+    ] {
+        let mut args = explain("4K", "4");
+        args.extend(["--rules", file.to_str().unwrap()]);
+        refused(exe, &args, want);
+    }
+    let args = explain("4K", "4");
+    let out = passed_over(
+        exe,
+        &args,
+        ("KNEM_RS_RULES", &foreign),
+        "tuned on another machine",
+    );
+    assert!(out.contains("the model decides"), "{out}");
+    for f in [&good, &foreign] {
+        let _ = std::fs::remove_file(f);
+    }
 }

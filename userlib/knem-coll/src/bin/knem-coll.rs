@@ -85,6 +85,96 @@ fn relaunch_check(teams: &[usize], args: &[String]) -> ExitCode {
     }
 }
 
+/// The rules `explain` shows: a file the user named must be usable (else
+/// the error, before anything is printed); the default one is noted on
+/// stderr when it is there but cannot be used.  Ok(Err(path)): no file.
+fn explain_rules_load(
+    named: Option<PathBuf>,
+) -> Result<Result<(knem_coll::rules::Rules, PathBuf), PathBuf>, String> {
+    use knem_coll::rules::{self, Node, Rules};
+    let path = named.clone().unwrap_or_else(rules::default_path);
+    if named.is_none() && !path.exists() {
+        return Ok(Err(path));
+    }
+    match Rules::load_for(&path, &Node::this_host()) {
+        Ok(r) => Ok(Ok((r, path))),
+        Err(knem_coll::Error::Invalid(m)) if named.is_some() => Err(m),
+        Err(e) if named.is_some() => Err(e.to_string()),
+        Err(e) => {
+            eprintln!("knem-coll: passed over {e}");
+            Ok(Err(path))
+        }
+    }
+}
+
+/// What the rules say for the case, beside the model's `chosen`, and
+/// which of the two decides.
+fn explain_rules(
+    rules: &Result<(knem_coll::rules::Rules, PathBuf), PathBuf>,
+    op: Op,
+    n: u64,
+    p: usize,
+    transport: &str,
+    chosen: Option<knem_coll::Algorithm>,
+) {
+    let model = chosen.map_or("none".to_string(), |a| a.to_string());
+    let (r, path) = match rules {
+        Ok((r, path)) => (r, path),
+        Err(path) => {
+            println!(
+                "\nrules: none usable at {} (run knemrs-tune): the model decides ({model})",
+                path.display()
+            );
+            return;
+        }
+    };
+    let source = format!(
+        "{}, tuned with Open MPI {} on {} CPUs",
+        path.display(),
+        if r.node.open_mpi.is_empty() {
+            "-"
+        } else {
+            &r.node.open_mpi
+        },
+        r.node.cores
+    );
+    let Some(case) = r.case(op, p, transport) else {
+        let tuned: Vec<String> = r
+            .cases
+            .iter()
+            .map(|c| format!("{}/{}/{}", c.op, c.ranks, c.transport))
+            .collect();
+        println!(
+            "\nrules ({source}): no case for {op} on {p} ranks over {transport} (tuned: {}): \
+             the model decides ({model})",
+            tuned.join(", ")
+        );
+        return;
+    };
+    let choice = case.decide(n);
+    let range = case
+        .ranges
+        .iter()
+        .find(|r| r.from <= n.max(1) && n.max(1) < r.to);
+    println!(
+        "\nrules ({source}): {choice}{}",
+        match range {
+            Some(r) if r.to == u64::MAX => format!(" from {} B on", r.from),
+            Some(r) => format!(" for {} to {} B", r.from, r.to - 1),
+            None => String::new(),
+        }
+    );
+    for pt in &case.points {
+        let times: Vec<String> = pt
+            .timings
+            .iter()
+            .map(|t| format!("{} {:.1} us", t.choice, t.median_us))
+            .collect();
+        println!("  measured at {} B: {}", pt.bytes, times.join(", "));
+    }
+    println!("decides: the rules ({choice}; the model would take {model})");
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
@@ -96,6 +186,7 @@ fn main() -> ExitCode {
             preset,
             transport,
             model,
+            rules,
             cpus,
         } => {
             let op: Op = match op.parse() {
@@ -105,7 +196,19 @@ fn main() -> ExitCode {
             let Some(n) = units::parse_size(&size).ok().map(|n| n as usize) else {
                 return fail(format!("bad size {size:?}"));
             };
+            let rules = match explain_rules_load(rules) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
             let host = preset.is_none();
+            // The transport the rules are looked up for: the one named,
+            // else the automatic one (knem where /dev/knem opens).
+            let rules_transport = match &transport {
+                Some(t) => t.clone(),
+                None => knem_transport::from_env()
+                    .map(|t| t.kind().name().to_string())
+                    .unwrap_or_else(|_| "knem".into()),
+            };
             let mut params = if let Some(name) = preset {
                 match Params::preset(&name) {
                     Some(p) => p,
@@ -197,6 +300,8 @@ fn main() -> ExitCode {
                     None => "l (gamma_c - 1) per page (no measured grid)".to_string(),
                 }
             );
+            let chosen = all.first().map(|c| c.0);
+            explain_rules(&rules, op, n as u64, p, &rules_transport, chosen);
             for (a, _) in &all {
                 println!("{a}:");
                 if let Some(pred) = params.predict(op, *a, n as u64, p, nodes, group) {
