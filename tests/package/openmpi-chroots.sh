@@ -145,7 +145,7 @@ coll_check_runs() {
 }
 
 # The packaged knemrs-tune as a user runs it (a login shell, nothing but
-# Open MPI and the packages): bcast and allgather at 4 KiB and 64 KiB on 2
+# Open MPI and the packages): every operation at 4 KiB and 64 KiB on 2
 # ranks over CMA, then coll_check verify with those rules in force
 # (threshold -1): every byte right, rank 0 saying the rules are in force.
 tune_runs() {
@@ -156,14 +156,14 @@ tune_runs() {
 		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C sh -lc \
 		'cat > /tmp/coll_check.c && mpicc -O2 -Wall -Wextra -Werror -o /tmp/coll_check /tmp/coll_check.c &&
 		cd /tmp && timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 knemrs-tune \
-			--transport cma --ops bcast,allgather --sizes 4K,64K --reps 5,10 --out /tmp/rules.json &&
+			--transport cma --sizes 4K,64K --reps 5,10 --out /tmp/rules.json &&
 		exec timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
 			--mca coll_knemrs_transport cma --mca coll_knemrs_threshold -1 \
 			--mca coll_knemrs_rules /tmp/rules.json --mca coll_base_verbose 10 \
 			./coll_check verify 65536 /tmp/rules.json' < tests/interop/coll_check.c > "$log" 2>&1 ||
 		{ tail -n 20 "$log"; return 1; }
 	grep -a '^knemrs-tune:\|^coll_check:\|rules' "$log"
-	[ "$(grep -ac '^knemrs-tune: [a-z]* on 2 ranks, [0-9]* B per block: ' "$log")" -eq 4 ] &&
+	[ "$(grep -ac '^knemrs-tune: [a-z]* on 2 ranks, [0-9]* B per block: ' "$log")" -eq 10 ] &&
 		grep -aq '^coll_check: verify: ranks 2, .*, bad bytes 0,' "$log" &&
 		[ "$(grep -ac 'coll:knemrs: MPI_COMM_WORLD: rules /tmp/rules.json in force on 2 ranks' "$log")" -eq 1 ]
 }
