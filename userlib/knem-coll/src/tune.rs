@@ -43,8 +43,9 @@ impl Stats {
 }
 
 /// The median of `samples` with a distribution-free 95% interval: the
-/// order statistics n/2 ∓ 1.96·√n/2 (normal approximation of the
-/// binomial); below 6 samples, the whole range.
+/// order statistics of ranks n/2 − 1.96·√n/2 and 1 + n/2 + 1.96·√n/2
+/// (1-based, rounded: the normal approximation of the binomial); below 6
+/// samples, the whole range.
 pub fn median_ci(samples: &[f64]) -> Stats {
     let mut v = samples.to_vec();
     v.sort_by(f64::total_cmp);
@@ -66,8 +67,8 @@ pub fn median_ci(samples: &[f64]) -> Stats {
         (v[0], v[n - 1])
     } else {
         let half = 1.96 * (n as f64).sqrt() / 2.0;
-        let j = ((n as f64 / 2.0 - half).floor() as usize).saturating_sub(1);
-        let k = ((n as f64 / 2.0 + half).ceil() as usize).min(n - 1);
+        let j = ((n as f64 / 2.0 - half).round() as usize).clamp(1, n) - 1;
+        let k = ((1.0 + n as f64 / 2.0 + half).round() as usize).clamp(1, n) - 1;
         (v[j], v[k])
     };
     Stats {

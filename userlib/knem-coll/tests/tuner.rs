@@ -208,7 +208,11 @@ fn median_interval_covers_the_median_and_narrows() {
     assert_eq!((few.median, few.lo, few.hi), (2.0, 1.0, 3.0));
     let v: Vec<f64> = (0..100).map(|i| 100.0 + (i % 10) as f64).collect();
     let s = tune::median_ci(&v);
-    assert!(s.lo <= s.median && s.median <= s.hi);
-    assert!(s.lo >= 103.0 && s.hi <= 106.0, "{s:?}");
+    // Ranks 40 and 61 of 100 (1-based): ten samples of each of 100..=109.
+    assert_eq!((s.lo, s.median, s.hi), (103.0, 104.5, 106.0), "{s:?}");
+    // Ten samples: ranks 2 and 9, so one outlier on either side is left out.
+    let ten = [1.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 900.0];
+    let t = tune::median_ci(&ten);
+    assert_eq!((t.lo, t.median, t.hi), (5.0, 5.0, 5.0), "{t:?}");
     assert!(s.rel_halfwidth() < 0.05);
 }
