@@ -717,8 +717,11 @@ int main(int argc, char **argv)
 	comm = MPI_COMM_WORLD;
 	MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
 	threshold_open();
-	if ((strcmp(mode, "verify") == 0 || strcmp(mode, "time") == 0) && argc > 3)
+	/* RULES and LIBKNEM_RS follow verify's MAXSIZE, time's ITERS and MAXSIZE. */
+	if (strcmp(mode, "verify") == 0 && argc > 3)
 		rules_open(argv[3], argc > 4 ? argv[4] : NULL);
+	else if (strcmp(mode, "time") == 0 && argc > 4)
+		rules_open(argv[4], argc > 5 ? argv[5] : NULL);
 
 	if (strcmp(mode, "verify") == 0)
 		knem = verify(argc > 2 ? strtoull(argv[2], NULL, 0) : (2u << 20), NOPS);

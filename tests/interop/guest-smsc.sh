@@ -123,8 +123,8 @@ else
 fi
 
 # ompi_info's line; in bench mode the tuning run and the five runs of
-# each round, else the
-# three mpi_check jobs here (knemrs.sh and xhc add theirs).
+# each round, else the three mpi_check jobs here (knemrs.sh and xhc add
+# theirs).
 want_passed=$((want_passed + 1))
 if [ "${3:-}" = bench ]; then
 	want_passed=$((want_passed + 5 * ${6:-3} + 1))
