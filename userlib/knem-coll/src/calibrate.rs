@@ -8,7 +8,7 @@
 //! the latency of a progress signal.
 
 use crate::error::{Error, Result};
-use crate::model::{Contention, Params};
+use crate::model::{Algorithm, Contention, Params};
 use crate::team::Team;
 use knem_transport::{cma_pin_only, cma_touch_pages, Descriptor, Kind, Transport};
 use std::time::Instant;
@@ -17,7 +17,7 @@ use std::time::Instant;
 const PAGES: usize = 256;
 /// Bytes per bandwidth probe: large messages, where bandwidth decides,
 /// do not fit in a core's caches either.
-const BIG: usize = 8 << 20;
+pub const BIG: usize = 8 << 20;
 /// Most concurrent big copies measured (the fit extrapolates beyond).
 const MAX_MOVERS: usize = 16;
 
@@ -246,6 +246,34 @@ fn signal_hop(team: &mut Team, reps: usize) -> Result<f64> {
     Ok(median(hops))
 }
 
+/// Bytes per block of the measured ring-source allgathers.
+const RING_SIZES: [usize; 2] = [64 << 10, 1 << 20];
+
+/// Ring-source allgathers on the whole team, as the collective runs them
+/// (nothing synchronises its steps): per size the median over `reps` of
+/// the slowest rank's time, for [`Params::fit_ring_drift`].
+fn ring_points(team: &mut Team, reps: usize) -> Result<Vec<(u64, f64)>> {
+    let p = team.size();
+    let mut out = Vec::with_capacity(RING_SIZES.len());
+    for n in RING_SIZES {
+        let send = vec![0x3cu8; n];
+        let mut recv = vec![0u8; n * p];
+        let alg = Some(Algorithm::RingSource);
+        team.allgather(&send, &mut recv, alg)?;
+        let mut times = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            team.barrier()?;
+            let start = now();
+            team.allgather(&send, &mut recv, alg)?;
+            let mine = now() - start;
+            let all = team.allgather_words(&[mine.to_bits()])?;
+            times.push(all.iter().map(|w| f64::from_bits(w[0])).fold(0.0, f64::max));
+        }
+        out.push((n as u64, median(times)));
+    }
+    Ok(out)
+}
+
 /// The contention grid: c readers copy the same n bytes of rank 0 at once
 /// (and, with CMA, only pin its pages), for every size and reader count;
 /// then whether readers of disjoint ranges one page-table page apart
@@ -383,6 +411,7 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     let sync = time(reps * 4, || team.barrier())? / (p.max(2) as f64).log2().ceil();
     let signal = signal_hop(team, reps * 4)?;
     drop(exp);
+    let ring = ring_points(team, reps)?;
     team.barrier()?;
     if me != 0 {
         return Ok(None);
@@ -422,5 +451,7 @@ pub fn calibrate(team: &mut Team, reps: usize) -> Result<Option<Params>> {
     params.step_points = step_points;
     params.contention = Some(grid);
     params.lock_span = lock_span;
+    params.fit_ring_drift(&ring, p);
+    params.ring_points = ring;
     Ok(Some(params))
 }

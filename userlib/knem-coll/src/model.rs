@@ -315,10 +315,71 @@ pub struct Params {
     /// measured.
     #[serde(default)]
     pub lock_span: u64,
+    /// How much longer the p−1 steps of the ring schedules (ring-source,
+    /// ring-neighbor, pairwise, ring) take than p−1 steps in lockstep:
+    /// nothing synchronises the steps, so ranks drift apart and a step's
+    /// copies no longer run together.  1 unless calibrated (fitted to
+    /// `ring_points`).
+    #[serde(default = "full_efficiency")]
+    pub ring_drift: f64,
+    /// Measured ring-source allgathers on the calibration's team, for the
+    /// record and the fit report: (bytes per block, seconds).
+    #[serde(default)]
+    pub ring_points: Vec<(u64, f64)>,
 }
 
 fn full_efficiency() -> f64 {
     1.0
+}
+
+/// How well a fitted term matches the measurements it was fitted to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fit {
+    /// The term.
+    pub term: &'static str,
+    /// Measured points.
+    pub points: usize,
+    /// The largest |model − measured| / measured over them.
+    pub worst: f64,
+    /// Where the worst one is ("c=3", "m=2", "65536 B").
+    pub worst_at: String,
+    /// The mean of |model − measured| / measured.
+    pub mean: f64,
+}
+
+impl Fit {
+    fn of(
+        term: &'static str,
+        at: fn(u64) -> String,
+        pairs: impl Iterator<Item = (u64, f64, f64)>,
+    ) -> Option<Fit> {
+        let errs: Vec<(u64, f64)> = pairs
+            .filter(|&(_, _, seen)| seen > 0.0)
+            .map(|(x, model, seen)| (x, (model - seen).abs() / seen))
+            .collect();
+        let (worst_at, worst) = errs.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        Some(Fit {
+            term,
+            points: errs.len(),
+            worst,
+            worst_at: at(worst_at),
+            mean: errs.iter().map(|e| e.1).sum::<f64>() / errs.len() as f64,
+        })
+    }
+}
+
+impl fmt::Display for Fit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} points, mean error {:.1}%, worst {:.1}% (at {})",
+            self.term,
+            self.points,
+            100.0 * self.mean,
+            100.0 * self.worst,
+            self.worst_at
+        )
+    }
 }
 
 impl Default for Params {
@@ -360,6 +421,8 @@ impl Params {
             cpus: 0,
             contention: None,
             lock_span: 0,
+            ring_drift: 1.0,
+            ring_points: Vec::new(),
         }
     }
 
@@ -691,10 +754,12 @@ impl Params {
             RingSource | Pairwise | Ring => {
                 syncs(&mut out, 2);
                 apart(&mut out, q, n, p);
+                self.drift(&mut out, q, n, p);
             }
             RingNeighbor => {
                 syncs(&mut out, 2);
                 apart(&mut out, q, n, p);
+                self.drift(&mut out, q, n, p);
                 signals(&mut out, q);
             }
             RecursiveDoubling | Bruck => {
@@ -727,6 +792,77 @@ impl Params {
             }
         }
         Some(out)
+    }
+
+    /// The ring schedules' q unsynchronised steps of p copies of n bytes:
+    /// what they take beyond lockstep ([`Params::ring_drift`]).
+    fn drift(&self, out: &mut Prediction, q: usize, n: u64, p: usize) {
+        if self.ring_drift != 1.0 && n > 0 {
+            let step = self.step_cost(n, p, 1).seconds();
+            out.add(
+                "drift of unsynchronised steps",
+                q as f64,
+                step * (self.ring_drift - 1.0),
+            );
+        }
+    }
+
+    /// Fit [`Params::ring_drift`] to measured ring-source allgathers of `p`
+    /// ranks (`points`: bytes per block, seconds), the other parameters
+    /// being set: the mean over the points of the measured time of the
+    /// steps (the whole minus the model's synchronisation) over the
+    /// model's lockstep steps.  Kept within 0.5 to 20.
+    pub fn fit_ring_drift(&mut self, points: &[(u64, f64)], p: usize) {
+        self.ring_drift = 1.0;
+        let q = p.saturating_sub(1);
+        let d: Vec<f64> = points
+            .iter()
+            .filter(|&&(n, t)| n > 0 && t > 0.0 && q > 0)
+            .map(|&(n, t)| {
+                let steps = q as f64 * self.step_cost(n, p, 1).seconds();
+                let fixed = self
+                    .cost(Op::Allgather, Algorithm::RingSource, n, p, 1, p)
+                    .unwrap_or(0.0)
+                    - steps;
+                (t - fixed) / steps.max(1e-12)
+            })
+            .collect();
+        if !d.is_empty() {
+            self.ring_drift = (d.iter().sum::<f64>() / d.len() as f64).clamp(0.5, 20.0);
+        }
+    }
+
+    /// How well each fitted term matches its own measurements (the
+    /// calibration's report): γ_c against its points (copies within the
+    /// CPUs), the steps of m copies against theirs (relative to one copy),
+    /// and ring-source allgathers of `p` ranks against theirs.
+    pub fn fit_report(&self, p: usize, step_bytes: u64) -> Vec<Fit> {
+        let within = |c: usize| self.cpus == 0 || c <= self.cpus;
+        let gamma = Fit::of(
+            "gamma_c (lock contention)",
+            |c| format!("c={c}"),
+            self.gamma_points
+                .iter()
+                .filter(|&&(c, _)| within(c))
+                .map(|&(c, g)| (c as u64, self.gamma(c), g)),
+        );
+        let one = self.step(step_bytes, 1, 1);
+        let steps = Fit::of(
+            "steps of m copies (bandwidth, CPU turns)",
+            |m| format!("m={m}"),
+            self.step_points
+                .iter()
+                .map(|&(m, r)| (m as u64, self.step(step_bytes, m, m) / one, r)),
+        );
+        let ring = Fit::of(
+            "ring drift (unsynchronised steps)",
+            |n| format!("{n} B per block"),
+            self.ring_points.iter().map(|&(n, t)| {
+                let model = self.cost(Op::Allgather, Algorithm::RingSource, n, p, 1, p);
+                (n, model.unwrap_or(0.0), t)
+            }),
+        );
+        [gamma, steps, ring].into_iter().flatten().collect()
     }
 
     /// Every candidate with its predicted cost, cheapest first (ties keep

@@ -187,6 +187,17 @@ fn calibrate_and_bench_on_a_small_team() {
     let (code, out, err) = run(exe, &["calibrate", "-n", "2", "--reps", "3", "--model", m]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("alpha") && out.contains("stored in"), "{out}");
+    // Each fitted term against its own measurements: the steps (1 reader
+    // on 2 ranks: one point) and the two ring-source allgathers.
+    assert!(out.contains("how well each fitted term matches"), "{out}");
+    assert!(
+        out.contains("steps of m copies (bandwidth, CPU turns): 1 points"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ring drift (unsynchronised steps): 2 points"),
+        "{out}"
+    );
     let text = std::fs::read_to_string(&model).unwrap();
     assert!(text.contains("\"alpha\""), "{text}");
     // One reader on 2 ranks: the step fit has nothing to go on and keeps
@@ -195,6 +206,8 @@ fn calibrate_and_bench_on_a_small_team() {
     let params = all.as_object().unwrap().values().next().unwrap();
     assert_eq!(params["bw_par"], 1.0, "{text}");
     assert_eq!(params["step_points"][0][0], 1, "{text}");
+    assert_eq!(params["ring_points"][1][0], 1 << 20, "{text}");
+    assert!(params["ring_drift"].as_f64().unwrap() >= 0.5, "{text}");
     let o = Command::new(exe)
         .args([
             "bench",

@@ -249,6 +249,8 @@ fn params() -> impl Strategy<Value = Params> {
                 cpus,
                 contention: None,
                 lock_span: 0,
+                ring_drift: 1.0,
+                ring_points: Vec::new(),
             },
         )
 }
@@ -466,4 +468,71 @@ fn scatter_and_gather_use_their_measured_block_steps() {
     let text = serde_json::to_string(&back).unwrap();
     let again: Params = serde_json::from_str(&text).unwrap();
     assert_eq!(again.contention, Some(grid));
+}
+
+/// The ring drift fitted to allgathers a known drift produced comes back,
+/// moves the ring schedules' predictions by exactly its term, and the fit
+/// report measures the model against its own points: 0 where they came
+/// from the model, the error where they did not.
+#[test]
+fn ring_drift_is_fitted_and_reported() {
+    use knem_coll::model::{Algorithm, Op, Params};
+    let (p, sizes) = (8, [64u64 << 10, 1 << 20]);
+    let lockstep = Params::broadwell();
+    let mut truth = lockstep.clone();
+    truth.ring_drift = 1.7;
+    let points: Vec<(u64, f64)> = sizes
+        .iter()
+        .map(|&n| {
+            (
+                n,
+                truth
+                    .cost(Op::Allgather, Algorithm::RingSource, n, p, 1, p)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let mut fitted = lockstep.clone();
+    fitted.fit_ring_drift(&points, p);
+    assert!(
+        (fitted.ring_drift - 1.7).abs() < 1e-9,
+        "{}",
+        fitted.ring_drift
+    );
+    let n = 1 << 20;
+    let extra = (p - 1) as f64 * lockstep.step_cost(n, p, 1).seconds() * 0.7;
+    for alg in [Algorithm::RingSource, Algorithm::RingNeighbor] {
+        let (a, b) = (
+            lockstep.cost(Op::Allgather, alg, n, p, 1, p).unwrap(),
+            fitted.cost(Op::Allgather, alg, n, p, 1, p).unwrap(),
+        );
+        assert!(
+            (b - a - extra).abs() < 1e-12 * a.max(1.0),
+            "{alg}: {a} -> {b}"
+        );
+    }
+    // Schedules with synchronised steps do not drift.
+    let rd = |q: &Params| q.cost(Op::Allgather, Algorithm::Bruck, n, p, 1, p).unwrap();
+    assert_eq!(rd(&lockstep), rd(&fitted));
+
+    fitted.ring_points = points.clone();
+    let report = fitted.fit_report(p, 8 << 20);
+    let ring = report
+        .iter()
+        .find(|f| f.term.starts_with("ring drift"))
+        .unwrap();
+    assert_eq!(ring.points, 2);
+    assert!(ring.worst < 1e-9, "{ring}");
+    // Points 10% above what the model says: a 10% error, reported.
+    let mut off = lockstep.clone();
+    off.ring_points = points.iter().map(|&(n, t)| (n, t * 1.1)).collect();
+    off.ring_drift = 1.7;
+    let ring = off
+        .fit_report(p, 8 << 20)
+        .into_iter()
+        .find(|f| f.term.starts_with("ring"))
+        .unwrap();
+    assert!((ring.worst - 0.1 / 1.1).abs() < 1e-9, "{ring}");
+    // No points, no line.
+    assert!(lockstep.fit_report(p, 8 << 20).is_empty());
 }

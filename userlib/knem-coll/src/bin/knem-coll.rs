@@ -398,6 +398,14 @@ fn main() -> ExitCode {
                     }
                     println!("progress signal: {:.2} us a hop", p.signal * 1e6);
                     println!(
+                        "ring drift: unsynchronised ring steps take {:.2}x lockstep",
+                        p.ring_drift
+                    );
+                    println!("how well each fitted term matches its own measurements:");
+                    for f in p.fit_report(n, calibrate::BIG as u64) {
+                        println!("  {f}");
+                    }
+                    println!(
                         "page lock span: {}",
                         if p.lock_span == 0 {
                             "the whole source (disjoint blocks contend)".to_string()
