@@ -130,7 +130,8 @@ echo "interop: $label: coll_check time, 4 ranks on 2 vCPUs (TCG), $bench_iters i
 echo "| op | size | knemrs avg | min | max | tuned-cma avg | min | max | tuned-knem avg | min | max | xhc-knem avg | min | max | knemrs-rules avg | min | max | rules vs best |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 for r in knemrs tuned-cma tuned-knem xhc-knem knemrs-rules; do
-	for f in /tmp/bench-"$r"-*.log; do
+	# Rounds only: bench-knemrs-[0-9]* is not bench-knemrs-rules-*.
+	for f in /tmp/bench-"$r"-[0-9]*.log; do
 		grep -a '^  [a-z]' "$f" | awk -v r="$r" '{ print $1, $2, r, $3, $4, $5 }'
 	done | awk '
 		{ k = $1 " " $2 " " $3; if (!(k in n)) { order[m++] = k; lo[k] = $5; hi[k] = $6 }

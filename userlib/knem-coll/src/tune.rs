@@ -5,7 +5,12 @@
 //!
 //! Timing is OSU-like: untimed warm-up runs, then repetitions in which
 //! every candidate runs once, in an order that rotates, each run started
-//! together by a barrier.  A repetition's time is the slowest rank's: every
+//! together by a barrier.  A run of the real bench ([`TeamBench`]) is
+//! [`BURST`] calls back to back, timed together, as applications' loops
+//! and coll_check's timing mode call collectives: Open MPI's pipelined
+//! trees overlap successive calls, which a single call after a barrier
+//! would not show.  A knem-rs candidate pays, per call, the word exchange
+//! by which coll/knemrs's ranks agree to take knem-rs, as it will there.  A repetition's time is the slowest rank's: every
 //! batch of repetitions is max-reduced over the ranks ([`Bench::max_all`])
 //! before anything is decided, so every rank holds the same numbers and
 //! takes the same decisions (when to stop, who won) without another
@@ -101,8 +106,8 @@ pub fn shortlist(
 
 /// What a tuning run times with: one rank's side of a team.
 pub trait Bench {
-    /// Run `choice` for `op` on `n` bytes per block (root 0) once, started
-    /// together with the other ranks; this rank's seconds.  Every rank
+    /// Run `choice` for `op` on `n` bytes per block (root 0), started
+    /// together with the other ranks; this rank's seconds per call.  Every rank
     /// makes the same calls in the same order.  [`Error::Declined`] (on
     /// every rank alike) drops the candidate at this size.
     fn run(&mut self, op: Op, choice: Choice, n: u64) -> Result<f64>;
@@ -286,6 +291,9 @@ pub trait Mpi {
     fn max_all(&mut self, values: &mut [f64]) -> Result<()>;
 }
 
+/// Calls back to back per repetition of the real bench.
+pub const BURST: usize = 5;
+
 /// The real bench: knem-coll's collectives on a team, Open MPI's through
 /// [`Mpi`] (or none: then hand over is not timed and the maximum is taken
 /// through the team's own word exchange).
@@ -334,28 +342,32 @@ impl Bench for TeamBench<'_> {
         let (send, recv) = (&self.send[..total], &mut self.recv[..total]);
         self.team.barrier()?;
         let t = Instant::now();
-        match choice {
-            Choice::HandOver => match self.mpi.as_deref_mut() {
-                Some(m) => m.hand_over(op, n as u64, send, recv)?,
-                None => return Err(Error::Invalid("no MPI to hand the call to".into())),
-            },
-            Choice::Knem(a) => {
-                let (team, alg) = (&mut *self.team, Some(a));
-                let r = team.rank() == 0;
-                match op {
-                    Op::Bcast => team.bcast(&mut recv[..n], 0, alg)?,
-                    Op::Scatter => {
-                        team.scatter(if r { send } else { &[] }, &mut recv[..n], 0, alg)?
+        for _ in 0..BURST {
+            match choice {
+                Choice::HandOver => match self.mpi.as_deref_mut() {
+                    Some(m) => m.hand_over(op, n as u64, send, recv)?,
+                    None => return Err(Error::Invalid("no MPI to hand the call to".into())),
+                },
+                Choice::Knem(a) => {
+                    let (team, alg) = (&mut *self.team, Some(a));
+                    let r = team.rank() == 0;
+                    // coll/knemrs's agreement to take knem-rs.
+                    team.allgather_words(&[1])?;
+                    match op {
+                        Op::Bcast => team.bcast(&mut recv[..n], 0, alg)?,
+                        Op::Scatter => {
+                            team.scatter(if r { send } else { &[] }, &mut recv[..n], 0, alg)?
+                        }
+                        Op::Gather => {
+                            team.gather(&send[..n], if r { &mut *recv } else { &mut [] }, 0, alg)?
+                        }
+                        Op::Allgather => team.allgather(&send[..n], recv, alg)?,
+                        Op::Alltoall => team.alltoall(send, recv, alg)?,
                     }
-                    Op::Gather => {
-                        team.gather(&send[..n], if r { recv } else { &mut [] }, 0, alg)?
-                    }
-                    Op::Allgather => team.allgather(&send[..n], recv, alg)?,
-                    Op::Alltoall => team.alltoall(send, recv, alg)?,
                 }
             }
         }
-        Ok(t.elapsed().as_secs_f64())
+        Ok(t.elapsed().as_secs_f64() / BURST as f64)
     }
 
     fn max_all(&mut self, values: &mut [f64]) -> Result<()> {
