@@ -8,7 +8,8 @@
  *
  *   mpirun -np N knemrs-tune [--out FILE] [--ranks LIST] [--ops LIST]
  *                            [--sizes LIST] [--reps MIN,MAX] [--ci FRACTION]
- *                            [--seconds S] [--transport NAME] [--quiet]
+ *                            [--seconds S] [--transport NAME]
+ *                            [--region-cache auto|on|off] [--quiet]
  *
  * Teams of the sizes in --ranks (default: N, N/2, N/4, down to 2) are the
  * first ranks of MPI_COMM_WORLD.  "Open MPI's own module" is what carries
@@ -16,7 +17,10 @@
  * coll_knemrs_priority to 0 before MPI_Init, so its MPI_Bcast and the
  * others are exactly what coll/knemrs hands calls to.  The measuring and
  * deciding happen in libknem_rs (knem_rs_tuner_run); this file is the MPI
- * side.  Rank 0 writes FILE (default coll-rules.json); install it as
+ * side.  knem-rs is timed with its regions kept between calls where
+ * coll/knemrs's region cache will be on (--region-cache auto: where the
+ * rank's pins are not limited, coll/knemrs's own default), since that is
+ * how coll/knemrs will run it.  Rank 0 writes FILE (default coll-rules.json); install it as
  * /etc/knem-rs/coll-rules.json for every job on the node.
  */
 #include <errno.h>
@@ -31,6 +35,7 @@
 struct opts {
 	const char *out, *ranks, *ops, *sizes, *transport;
 	unsigned min_reps, max_reps;
+	int region_cache;
 	double ci, seconds;
 	int quiet;
 };
@@ -44,7 +49,8 @@ static void usage(const char *why)
 			"knemrs-tune: %s\n"
 			"usage: mpirun -np N knemrs-tune [--out FILE] [--ranks 8,4,2] "
 			"[--ops bcast,scatter,gather,allgather,alltoall] [--sizes 256,1K,...,64M] "
-			"[--reps MIN,MAX] [--ci 0.05] [--seconds 20] [--transport knem] [--quiet]\n",
+			"[--reps MIN,MAX] [--ci 0.05] [--seconds 20] [--transport knem] "
+			"[--region-cache auto|on|off] [--quiet]\n",
 			why);
 }
 
@@ -81,6 +87,15 @@ static int parse(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--reps") == 0) {
 			if (sscanf(v, "%u,%u", &o->min_reps, &o->max_reps) != 2) {
 				usage("--reps takes MIN,MAX");
+				return -1;
+			}
+		} else if (strcmp(a, "--region-cache") == 0) {
+			if (strcmp(v, "auto") == 0) {
+				o->region_cache = knem_rs_pins_unlimited(NULL);
+			} else if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
+				o->region_cache = v[1] == 'n';
+			} else {
+				usage("--region-cache takes auto, on or off");
 				return -1;
 			}
 		} else if (strcmp(a, "--ci") == 0) {
@@ -154,7 +169,7 @@ static int tune_team(knem_rs_tuner *tuner, int p, const struct opts *o)
 		knem_rs_tune_mpi mpi = { .ctx = &comm, .hand_over = hand_over, .max_all = max_all };
 
 		rc = knem_rs_tuner_run(tuner, team, &mpi, o->ops, o->sizes, o->min_reps,
-				       o->max_reps, o->seconds, !o->quiet);
+				       o->max_reps, o->seconds, o->region_cache, !o->quiet);
 		if (rc != 0)
 			fprintf(stderr, "knemrs-tune: rank %d: tuning %d ranks failed: %s\n",
 				world_rank, p, knem_rs_last_error());
@@ -184,6 +199,7 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	o.region_cache = knem_rs_pins_unlimited(NULL);
 	rc = parse(argc, argv, &o);
 	if (rc != 0) {
 		MPI_Finalize();

@@ -216,12 +216,21 @@ knem_rs_tuner *knem_rs_tuner_new(const char *open_mpi, double ci_target);
 /* Tune ops ("bcast,allgather"; NULL: all five) at sizes ("4K,1M"; NULL:
  * 256 B to 64 MiB, x4) on team: every rank of the team calls it alike.
  * Each size times the model's shortlist and hand-over, min_reps to
- * max_reps repetitions or max_seconds.  verbose: rank 0 prints each
- * decision and every candidate's median with its interval. */
+ * max_reps repetitions or max_seconds.  region_cache: 1 to time knem-rs
+ * with its regions kept between calls, as coll/knemrs's region cache
+ * does where it is on (its default: knem_rs_pins_unlimited); the
+ * tuner's buffers are its own and it reports them before freeing them.
+ * verbose: rank 0 prints each decision and every candidate's median with
+ * its interval. */
 int knem_rs_tuner_run(knem_rs_tuner *tuner, knem_rs_team *team,
 		      const knem_rs_tune_mpi *mpi, const char *ops,
 		      const char *sizes, unsigned min_reps, unsigned max_reps,
-		      double max_seconds, int verbose);
+		      double max_seconds, int region_cache, int verbose);
+/* 1 when knem lets this process pin without limit: RLIMIT_MEMLOCK
+ * unlimited, CAP_IPC_LOCK in the initial user namespace, or knem loaded
+ * with account_pinned=N (coll/knemrs keeps regions by default only
+ * then); else 0, with the limit in *limit_kib (NULL is fine). */
+int knem_rs_pins_unlimited(uint64_t *limit_kib);
 /* Write the rules of every team tuned so far (replaced atomically). */
 int knem_rs_tuner_write(knem_rs_tuner *tuner, const char *path);
 void knem_rs_tuner_free(knem_rs_tuner *tuner);

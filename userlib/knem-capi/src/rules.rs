@@ -219,6 +219,7 @@ pub unsafe extern "C" fn knem_rs_tuner_run(
     min_reps: c_uint,
     max_reps: c_uint,
     max_seconds: f64,
+    region_cache: c_int,
     verbose: c_int,
 ) -> c_int {
     guard(PANICKED, || {
@@ -267,7 +268,8 @@ pub unsafe extern "C" fn knem_rs_tuner_run(
         let tname = t.team.transport().kind().name();
         let rank = t.team.rank();
         let mut cb = Callbacks(mpi);
-        let mut bench = TeamBench::new(&mut t.team, Some(&mut cb));
+        let mut bench =
+            try_c!(TeamBench::new(&mut t.team, Some(&mut cb), region_cache != 0).map_err(coll_err));
         let cases = try_c!(
             tune::tune_team(&mut bench, &params, shape, tname, &plan, |op, pt| {
                 if verbose != 0 && rank == 0 {
@@ -393,4 +395,46 @@ fn decided(choice: Choice, alg: *mut c_int, k: *mut c_int) -> c_int {
             1
         }
     }
+}
+
+/// Whether knem lets this process pin without limit (see knem_rs.h): the
+/// same test as coll/knemrs's region cache default.
+#[no_mangle]
+pub unsafe extern "C" fn knem_rs_pins_unlimited(limit_kib: *mut u64) -> c_int {
+    guard(0, || {
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid rlimit to fill.
+        if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl) } == 0
+            && rl.rlim_cur == libc::RLIM_INFINITY
+        {
+            return 1;
+        }
+        // CAP_IPC_LOCK (bit 14) counts only in the initial user namespace,
+        // whose uid_map is the whole identity map.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let ipc_lock = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+            .is_some_and(|caps| caps & (1 << 14) != 0);
+        let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+        let initial = uid_map
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+            == [vec!["0", "0", "4294967295"]];
+        if ipc_lock && initial {
+            return 1;
+        }
+        let counted = std::fs::read_to_string("/sys/module/knem/parameters/account_pinned")
+            .map_or(true, |v| !v.starts_with('N'));
+        if !limit_kib.is_null() {
+            // SAFETY: non-null, writable by contract.
+            unsafe { *limit_kib = rl.rlim_cur / 1024 };
+        }
+        c_int::from(!counted)
+    })
 }

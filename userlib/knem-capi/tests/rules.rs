@@ -75,6 +75,7 @@ fn tuned_rules_decide_for_the_team_and_bad_files_are_refused() {
                 40,
                 10.0,
                 0,
+                0,
             );
             assert_eq!(rc, 0, "{}", last());
             if rank == 0 {
@@ -176,6 +177,66 @@ fn tuned_rules_decide_for_the_team_and_bad_files_are_refused() {
             );
             assert_eq!(knem_rs_team_rules_digest(std::ptr::null()), 0);
             assert!(knem_rs_tuner_new(null_mut(), 2.0).is_null());
+        }
+    });
+}
+
+/// With region_cache 1 over CMA the tuner keeps regions while it times
+/// (as coll/knemrs will) and leaves the team as it found it: no cache.
+#[test]
+fn tuning_with_the_region_cache_leaves_no_cache_behind() {
+    team_of(2, c"cma", |team, rank| {
+        static SLOTS2: Mutex<Vec<Vec<f64>>> = Mutex::new(Vec::new());
+        static BARRIER2: Barrier = Barrier::new(2);
+        unsafe extern "C" fn max2(ctx: *mut c_void, v: *mut f64, len: size_t) -> c_int {
+            let rank = ctx as usize;
+            // SAFETY: the tuner passes len doubles.
+            let v = unsafe { std::slice::from_raw_parts_mut(v, len) };
+            {
+                let mut s = SLOTS2.lock().unwrap();
+                s.resize(2, Vec::new());
+                s[rank] = v.to_vec();
+            }
+            BARRIER2.wait();
+            {
+                let slots = SLOTS2.lock().unwrap();
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x = slots.iter().map(|s| s[i]).fold(f64::NEG_INFINITY, f64::max);
+                }
+            }
+            BARRIER2.wait();
+            0
+        }
+        // SAFETY: valid strings, team and callbacks for the whole run.
+        unsafe {
+            let tuner = knem_rs_tuner_new(c"test".as_ptr(), 0.05);
+            let mpi = KnemRsTuneMpi {
+                ctx: rank as *mut c_void,
+                hand_over: Some(hand_over),
+                max_all: Some(max2),
+            };
+            let rc = knem_rs_tuner_run(
+                tuner,
+                team,
+                &mpi,
+                c"bcast,alltoall".as_ptr(),
+                c"4K,32K".as_ptr(),
+                5,
+                10,
+                10.0,
+                1,
+                0,
+            );
+            assert_eq!(rc, 0, "{}", last());
+            knem_rs_tuner_free(tuner);
+            let mut stats = std::mem::zeroed();
+            assert_eq!(
+                knem_rs_team_region_cache_stats(team, &mut stats),
+                -libc::ENOENT
+            );
+            let mut limit = 0u64;
+            let unlimited = knem_rs_pins_unlimited(&mut limit);
+            assert!(unlimited == 0 || unlimited == 1);
         }
     });
 }

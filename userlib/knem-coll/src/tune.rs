@@ -302,23 +302,49 @@ pub struct TeamBench<'a> {
     mpi: Option<&'a mut dyn Mpi>,
     send: Vec<u8>,
     recv: Vec<u8>,
+    cache: bool,
 }
 
 impl<'a> TeamBench<'a> {
-    /// A bench on `team`, with Open MPI's side when given.
-    pub fn new(team: &'a mut Team, mpi: Option<&'a mut dyn Mpi>) -> TeamBench<'a> {
-        TeamBench {
+    /// A bench on `team`, with Open MPI's side when given.  With `cache`
+    /// the team keeps its regions between calls, as coll/knemrs's region
+    /// cache does where it is on (by default where the rank's pins are not
+    /// limited): knem-rs is then timed as coll/knemrs will run it, buffers
+    /// reused without being declared again.
+    pub fn new(
+        team: &'a mut Team,
+        mpi: Option<&'a mut dyn Mpi>,
+        cache: bool,
+    ) -> Result<TeamBench<'a>> {
+        if cache {
+            // SAFETY: the bench's two buffers are all the team's
+            // collectives see, and `buffers` and `drop` report each one
+            // before it goes.
+            unsafe { team.cache_regions(CACHE_ENTRIES, CACHE_BYTES)? };
+        }
+        Ok(TeamBench {
             team,
             mpi,
             send: Vec::new(),
             recv: Vec::new(),
+            cache,
+        })
+    }
+
+    /// Report the buffers as released (they are about to go).
+    fn release(&mut self) {
+        if self.cache {
+            for v in [&self.send, &self.recv] {
+                crate::note_release(v.as_ptr() as usize, v.capacity());
+            }
         }
     }
 
     fn buffers(&mut self, len: usize) -> Result<()> {
         if self.send.len() < len {
+            self.release();
             let fill = |v: &mut Vec<u8>| -> Result<()> {
-                v.clear();
+                *v = Vec::new();
                 v.try_reserve_exact(len)
                     .map_err(|_| Error::Invalid(format!("cannot allocate {len} bytes")))?;
                 v.extend((0..len).map(|i| i as u8));
@@ -330,6 +356,20 @@ impl<'a> TeamBench<'a> {
         Ok(())
     }
 }
+
+impl Drop for TeamBench<'_> {
+    fn drop(&mut self) {
+        self.release();
+        if self.cache {
+            // SAFETY: 0 entries drops every kept region; nothing to promise.
+            let _ = unsafe { self.team.cache_regions(0, 0) };
+        }
+    }
+}
+
+/// coll/knemrs's region cache bounds per communicator (its defaults).
+const CACHE_ENTRIES: usize = 64;
+const CACHE_BYTES: usize = 256 << 20;
 
 impl Bench for TeamBench<'_> {
     fn run(&mut self, op: Op, choice: Choice, n: u64) -> Result<f64> {
