@@ -30,12 +30,9 @@
  */
 #include "coll_knemrs.h"
 
-#include <linux/capability.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "opal/mca/base/mca_base_framework.h"
@@ -124,51 +121,17 @@ static void knemrs_hooks_init(void)
 		"was reported");
 }
 
-/* knem exempts CAP_IPC_LOCK only in the initial user namespace, whose
- * uid_map is the whole identity map; a container's root has the
- * capability in its own namespace only. */
-static int knemrs_initial_userns(void)
-{
-	unsigned long long inside, outside, count;
-	FILE *f = fopen("/proc/self/uid_map", "r");
-	int lines = 0, whole = 0;
-
-	if (f == NULL)
-		return 0;
-	while (fscanf(f, "%llu %llu %llu", &inside, &outside, &count) == 3) {
-		lines++;
-		whole = inside == 0 && outside == 0 && count == 4294967295ULL;
-	}
-	fclose(f);
-	return lines == 1 && whole;
-}
-
-/* Whether knem lets this rank pin without limit: RLIMIT_MEMLOCK
- * unlimited, CAP_IPC_LOCK (in the initial user namespace), or the module
- * told not to count (account_pinned=N).  Otherwise *limit_kib is the
- * limit. */
+/* Whether knem lets this rank pin without limit (libknem_rs's test, the
+ * one knemrs-tune makes too): RLIMIT_MEMLOCK unlimited, CAP_IPC_LOCK in
+ * the initial user namespace, or the module told not to count
+ * (account_pinned=N).  Otherwise *limit_kib is the limit. */
 static int knemrs_pins_unlimited(unsigned long long *limit_kib)
 {
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
-	struct rlimit rl = { 0, 0 };
-	FILE *f;
-	int counted = 'Y';
+	uint64_t kib = 0;
+	int unlimited = knem_rs_pins_unlimited(&kib);
 
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
-		return 1;
-	if (syscall(SYS_capget, &hdr, caps) == 0 &&
-	    (caps[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) &&
-	    knemrs_initial_userns())
-		return 1;
-	f = fopen("/sys/module/knem/parameters/account_pinned", "r");
-	if (f != NULL) {
-		/* A bool parameter: Y or N. */
-		counted = fgetc(f);
-		fclose(f);
-	}
-	*limit_kib = (unsigned long long)rl.rlim_cur / 1024;
-	return counted == 'N';
+	*limit_kib = kib;
+	return unlimited;
 }
 
 void knemrs_cache_init(void)
