@@ -7,15 +7,30 @@ mod common;
 use common::{last, team_of};
 use knem_rs::*;
 use libc::{c_int, c_void, size_t};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::ptr::null_mut;
 use std::sync::{Barrier, Mutex};
 
 const OP_BCAST: c_int = 0;
 const OP_ALLTOALL: c_int = 4;
 
-static SLOTS: Mutex<Vec<Vec<f64>>> = Mutex::new(Vec::new());
-static BARRIER: Barrier = Barrier::new(2);
+/// The max-reduction over a team of two threads, one per test (tests
+/// run at once).
+struct Reduction {
+    slots: Mutex<Vec<Vec<f64>>>,
+    barrier: Barrier,
+}
+
+impl Reduction {
+    const fn new() -> Reduction {
+        Reduction {
+            slots: Mutex::new(Vec::new()),
+            barrier: Barrier::new(2),
+        }
+    }
+}
+
+static REDUCTIONS: [Reduction; 2] = [Reduction::new(), Reduction::new()];
 
 unsafe extern "C" fn hand_over(
     _ctx: *mut c_void,
@@ -30,20 +45,65 @@ unsafe extern "C" fn hand_over(
     0
 }
 
+/// ctx: the test's reduction × 2 + the rank.
 unsafe extern "C" fn max_all(ctx: *mut c_void, v: *mut f64, len: size_t) -> c_int {
-    let rank = ctx as usize;
+    let (r, rank) = (&REDUCTIONS[ctx as usize / 2], ctx as usize % 2);
     // SAFETY: the tuner passes len doubles.
     let v = unsafe { std::slice::from_raw_parts_mut(v, len) };
-    SLOTS.lock().unwrap()[rank] = v.to_vec();
-    BARRIER.wait();
     {
-        let slots = SLOTS.lock().unwrap();
+        let mut slots = r.slots.lock().unwrap();
+        slots.resize(2, Vec::new());
+        slots[rank] = v.to_vec();
+    }
+    r.barrier.wait();
+    {
+        let slots = r.slots.lock().unwrap();
         for (i, x) in v.iter_mut().enumerate() {
             *x = slots.iter().map(|s| s[i]).fold(f64::NEG_INFINITY, f64::max);
         }
     }
-    BARRIER.wait();
+    r.barrier.wait();
     0
+}
+
+/// Tune `ops` at `sizes` as `rank` of `team`, with reduction `test`: the
+/// tuner, the run having succeeded.
+///
+/// # Safety
+/// `team` is a live team of two ranks of this test.
+unsafe fn tune(
+    team: *mut CTeam,
+    test: usize,
+    rank: usize,
+    ops: &CStr,
+    sizes: &CStr,
+    (min_reps, max_reps): (u32, u32),
+    region_cache: c_int,
+) -> *mut KnemRsTuner {
+    // SAFETY: valid strings, team and callbacks for the whole run.
+    unsafe {
+        let tuner = knem_rs_tuner_new(c"test".as_ptr(), 0.05);
+        assert!(!tuner.is_null(), "{}", last());
+        let mpi = KnemRsTuneMpi {
+            ctx: (test * 2 + rank) as *mut c_void,
+            hand_over: Some(hand_over),
+            max_all: Some(max_all),
+        };
+        let rc = knem_rs_tuner_run(
+            tuner,
+            team,
+            &mpi,
+            ops.as_ptr(),
+            sizes.as_ptr(),
+            min_reps,
+            max_reps,
+            10.0,
+            region_cache,
+            0,
+        );
+        assert_eq!(rc, 0, "{}", last());
+        tuner
+    }
 }
 
 fn path() -> CString {
@@ -53,31 +113,11 @@ fn path() -> CString {
 
 #[test]
 fn tuned_rules_decide_for_the_team_and_bad_files_are_refused() {
-    *SLOTS.lock().unwrap() = vec![Vec::new(); 2];
     team_of(2, c"shm", |team, rank| {
         let file = path();
         // SAFETY: valid strings, team and callbacks for the whole run.
         unsafe {
-            let tuner = knem_rs_tuner_new(c"test".as_ptr(), 0.05);
-            assert!(!tuner.is_null(), "{}", last());
-            let mpi = KnemRsTuneMpi {
-                ctx: rank as *mut c_void,
-                hand_over: Some(hand_over),
-                max_all: Some(max_all),
-            };
-            let rc = knem_rs_tuner_run(
-                tuner,
-                team,
-                &mpi,
-                c"bcast".as_ptr(),
-                c"1K,256K".as_ptr(),
-                10,
-                40,
-                10.0,
-                0,
-                0,
-            );
-            assert_eq!(rc, 0, "{}", last());
+            let tuner = tune(team, 0, rank, c"bcast", c"1K,256K", (10, 40), 0);
             if rank == 0 {
                 assert_eq!(knem_rs_tuner_write(tuner, file.as_ptr()), 0, "{}", last());
             }
@@ -186,48 +226,9 @@ fn tuned_rules_decide_for_the_team_and_bad_files_are_refused() {
 #[test]
 fn tuning_with_the_region_cache_leaves_no_cache_behind() {
     team_of(2, c"cma", |team, rank| {
-        static SLOTS2: Mutex<Vec<Vec<f64>>> = Mutex::new(Vec::new());
-        static BARRIER2: Barrier = Barrier::new(2);
-        unsafe extern "C" fn max2(ctx: *mut c_void, v: *mut f64, len: size_t) -> c_int {
-            let rank = ctx as usize;
-            // SAFETY: the tuner passes len doubles.
-            let v = unsafe { std::slice::from_raw_parts_mut(v, len) };
-            {
-                let mut s = SLOTS2.lock().unwrap();
-                s.resize(2, Vec::new());
-                s[rank] = v.to_vec();
-            }
-            BARRIER2.wait();
-            {
-                let slots = SLOTS2.lock().unwrap();
-                for (i, x) in v.iter_mut().enumerate() {
-                    *x = slots.iter().map(|s| s[i]).fold(f64::NEG_INFINITY, f64::max);
-                }
-            }
-            BARRIER2.wait();
-            0
-        }
         // SAFETY: valid strings, team and callbacks for the whole run.
         unsafe {
-            let tuner = knem_rs_tuner_new(c"test".as_ptr(), 0.05);
-            let mpi = KnemRsTuneMpi {
-                ctx: rank as *mut c_void,
-                hand_over: Some(hand_over),
-                max_all: Some(max2),
-            };
-            let rc = knem_rs_tuner_run(
-                tuner,
-                team,
-                &mpi,
-                c"bcast,alltoall".as_ptr(),
-                c"4K,32K".as_ptr(),
-                5,
-                10,
-                10.0,
-                1,
-                0,
-            );
-            assert_eq!(rc, 0, "{}", last());
+            let tuner = tune(team, 1, rank, c"bcast,alltoall", c"4K,32K", (5, 10), 1);
             knem_rs_tuner_free(tuner);
             let mut stats = std::mem::zeroed();
             assert_eq!(
