@@ -126,6 +126,9 @@ for d in "${dsos[@]}"; do
 done
 install -m 0755 "$root$b/out/knemrs-tune" "$stage/usr/bin/knemrs-tune"
 files+=("$stage/usr/bin/knemrs-tune")
+mkdir -p "$stage/usr/share/man/man1"
+gzip -9n < "$top/mpi/openmpi/knemrs-tune/knemrs-tune.1" > "$stage/usr/share/man/man1/knemrs-tune.1.gz"
+chmod 0644 "$stage/usr/share/man/man1/knemrs-tune.1.gz"
 for f in "${files[@]}"; do
 	strip --strip-unneeded --remove-section=.comment --remove-section=.note "$f"
 	if objdump -p "$f" | grep -E '^ +(RPATH|RUNPATH) '; then die "${f##*/} has a run path"; fi

@@ -461,6 +461,8 @@ else
 	check "knem-stat-prometheus.service and .timer installed disabled, systemd-analyze verify clean" prometheus_units
 	if [ -n "${deb_ompi:-}" ] && check "apt install ./knem-rs-openmpi (bookworm)" apt-get install -y "./$deb_ompi"; then
 		check "ompi_info lists MCA coll: knemrs (API of coll/tuned), no option, every component opened" ompi_info_knemrs
+		check "man knemrs-tune: found, rendered without warnings, every flag of knemrs-tune --help documented (man-pages.sh)" \
+			tests/package/man-pages.sh --no-completions knemrs-tune
 		check "knem-rs-openmpi: coll_check verify on 2 ranks under mpirun: coll/knemrs enabled, team over CMA, every byte right" \
 			ompi_coll_check
 	fi

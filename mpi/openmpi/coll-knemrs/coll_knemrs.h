@@ -38,6 +38,11 @@ typedef int knemrs_count_t;
 
 BEGIN_C_DECLS
 
+/* coll_knemrs_force: decide as usual; hand every call to the saved
+ * module.  Values from 0 on name a knem-rs algorithm that must carry
+ * every call (a call it cannot carry fails). */
+enum { KNEMRS_FORCE_NONE = -1, KNEMRS_FORCE_HAND_OVER = -2 };
+
 /* The operations we take, in knem_rs.h's KNEM_RS_OP_ order. */
 enum { KNEMRS_NOPS = 5 };
 
@@ -47,6 +52,10 @@ struct knemrs_component_state {
 	/* Per-block bytes from which knem-rs carries an operation; -1: from
 	 * the model, per operation and team (knemrs_threshold). */
 	int threshold;
+	/* knemrs-tune's choice for every call (KNEMRS_FORCE_*, or an
+	 * algorithm: KNEM_RS_ALG_* * 256 + its parameter k), set through
+	 * MPI_T between collectives. */
+	int force;
 	/* Transport name for the team ("knem" unless told otherwise). */
 	char *transport;
 	/* Keep regions declared while buffers repeat (only where Open MPI's
@@ -127,7 +136,9 @@ int knemrs_team_ready(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *c
 /* Agree on every rank whether op on n bytes per block goes to knem-rs:
  * local_ok is this rank's answer (contiguous buffers, scratch memory);
  * *alg and *k get the algorithm the rules chose (KNEM_RS_ALG_AUTO
- * without rules: the model's). */
+ * without rules: the model's), or coll_knemrs_force's.  1: knem-rs, 0:
+ * the saved module, -1: the call fails (the exchange failed, or the
+ * forced algorithm cannot carry it). */
 int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op,
 		 size_t n, int local_ok, int *alg, int *k);
 

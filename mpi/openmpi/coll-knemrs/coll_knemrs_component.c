@@ -34,6 +34,7 @@ struct knemrs_component_state mca_coll_knemrs_component = {
 	/* Above coll/tuned (30): tuned stays the fallback we save. */
 	.priority = 40,
 	.threshold = -1,
+	.force = KNEMRS_FORCE_NONE,
 	.transport = NULL,
 	.region_cache = -1,
 	.cache_entries = 64,
@@ -61,6 +62,15 @@ static int knemrs_register(void)
 		"time passes its fixed time)",
 		MCA_BASE_VAR_TYPE_INT, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_6,
 		MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_knemrs_component.threshold);
+	/* knemrs-tune times each candidate through this component: settable
+	 * and ALL_EQ like the threshold. */
+	(void)mca_base_component_var_register(c, "force",
+		"For knemrs-tune: -1, the default, decides as usual (rules, model, threshold); "
+		"-2 hands every call to the saved module; ALG*256+K has knem-rs's algorithm ALG "
+		"(knem_rs.h's KNEM_RS_ALG_*) with parameter K carry every call, whatever its "
+		"size, and a call it cannot carry fails instead of being handed over",
+		MCA_BASE_VAR_TYPE_INT, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_9,
+		MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_knemrs_component.force);
 	mca_coll_knemrs_component.transport = transport_default;
 	(void)mca_base_component_var_register(c, "transport",
 		"knem-rs transport of the teams: knem (the default), cma or shm",

@@ -57,6 +57,14 @@ static void *knemrs_scratch(mca_coll_knemrs_module_t *m, size_t len)
 static int knemrs_done(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op,
 		       const char *what, size_t n, int rc)
 {
+	if (rc != 0 && mca_coll_knemrs_component.force >= 0) {
+		/* knemrs-tune's algorithm cannot carry the call: the tuner
+		 * drops it (every rank fails alike: see knemrs_declined). */
+		opal_output_verbose(10, mca_coll_knemrs_component.output,
+			"coll:knemrs: %s: %s of %zu bytes per block by the forced algorithm "
+			"failed: %s", comm->c_name, what, n, knem_rs_last_error());
+		return OMPI_ERR_NOT_AVAILABLE;
+	}
 	if (rc != 0) {
 		opal_output(0, "coll:knemrs: %s: %s of %zu bytes per block failed: %s",
 			    comm->c_name, what, n, knem_rs_last_error());
@@ -76,7 +84,8 @@ static int knemrs_done(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *
 static int knemrs_declined(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, int op,
 			   const char *what, size_t n, int rc)
 {
-	if (rc != -ECANCELED)
+	/* Forced by knemrs-tune: a declined call fails (knemrs_done). */
+	if (rc != -ECANCELED || mca_coll_knemrs_component.force >= 0)
 		return 0;
 	m->declined[op]++;
 	opal_output_verbose(m->declined[op] == 1 ? 10 : 20, mca_coll_knemrs_component.output,

@@ -186,30 +186,41 @@ int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, 
 		 int local_ok, int *alg, int *k)
 {
 	int threshold = mca_coll_knemrs_component.threshold;
+	int force = mca_coll_knemrs_component.force;
 	uint64_t words[64 * 8], mine = (uint64_t)(local_ok != 0);
 	int size, r;
 
 	*alg = KNEM_RS_ALG_AUTO;
 	*k = 0;
 
+	/* knemrs-tune's choice (an ALL_EQ parameter, like the threshold). */
+	if (force == KNEMRS_FORCE_HAND_OVER)
+		return 0;
 	/* n and the threshold are the same on every rank (MPI's matching
 	 * rules; an ALL_EQ parameter): this test needs no agreement. */
-	if (threshold >= 0 && n < (size_t)threshold)
+	if (force < 0 && threshold >= 0 && n < (size_t)threshold)
 		return 0;
 	if (n == 0)
 		return 0;
 	if (!knemrs_team_ready(m, comm))
-		return 0;
-	/* The rules, where they have a case, else the model's threshold: the
-	 * same answer on every rank (same rules, n and team). */
-	r = threshold < 0 && m->rules ? knem_rs_team_decide(m->team, op, n, alg, k) : -ENOENT;
-	if (r == 0)
-		return 0;
-	if (r < 0) {
-		*alg = KNEM_RS_ALG_AUTO;
-		*k = 0;
-		if (threshold < 0 && n < m->model_threshold[op])
+		return force >= 0 ? -1 : 0;
+	if (force >= 0) {
+		*alg = force / 256;
+		*k = force % 256;
+	} else {
+		/* The rules, where they have a case, else the model's
+		 * threshold: the same answer on every rank (same rules, n and
+		 * team). */
+		r = threshold < 0 && m->rules ? knem_rs_team_decide(m->team, op, n, alg, k) :
+						-ENOENT;
+		if (r == 0)
 			return 0;
+		if (r < 0) {
+			*alg = KNEM_RS_ALG_AUTO;
+			*k = 0;
+			if (threshold < 0 && n < m->model_threshold[op])
+				return 0;
+		}
 	}
 	/* Datatype layouts may differ between ranks: agree through the
 	 * team's control block (one barrier, no copy). */
@@ -221,6 +232,6 @@ int knemrs_agree(mca_coll_knemrs_module_t *m, struct ompi_communicator_t *comm, 
 	size = ompi_comm_size(comm);
 	for (r = 0; r < size; r++)
 		if (words[r * 8] == 0)
-			return 0;
+			return force >= 0 ? -1 : 0;
 	return 1;
 }

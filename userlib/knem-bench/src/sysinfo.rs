@@ -55,12 +55,7 @@ impl Machine {
     /// Probe the running machine. Never fails: unknown fields say so.
     pub fn probe() -> Machine {
         let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-            .unwrap_or_else(|| "unknown CPU".into());
+        let cpu = knem_coll::units::cpu_model_in(&cpuinfo).unwrap_or_else(|| "unknown CPU".into());
         let hyper = cpuinfo
             .lines()
             .find(|l| l.starts_with("flags"))

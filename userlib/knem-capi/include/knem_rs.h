@@ -197,15 +197,19 @@ int knem_rs_team_decide(const knem_rs_team *team, int op, size_t n, int *alg,
 int knem_rs_rules_decide(const char *path, int op, int ranks,
 			 const char *transport, size_t n, int *alg, int *k);
 
-/* Tuning (knemrs-tune).  The MPI's side: hand_over runs the MPI's own
- * collective for op (KNEM_RS_OP_*) on n bytes per block, root 0, from
- * send (n x team size bytes) into recv (as much); max_all replaces each of
- * len doubles with its maximum over the team's ranks.  Both return 0 or
- * non-zero on failure. */
+/* Tuning (knemrs-tune).  The MPI's side.  time makes `calls` calls of op
+ * (KNEM_RS_OP_*) on n bytes per block, root 0, back to back as an
+ * application does, started together by a barrier: carried by knem-rs's
+ * algorithm alg (KNEM_RS_ALG_*, with its parameter k) through coll/knemrs,
+ * or, for alg -1, by the MPI's own module (what coll/knemrs hands calls
+ * to).  It stores this rank's seconds per call in *seconds and returns 0,
+ * 1 when that algorithm cannot carry the call here (on every rank alike),
+ * or another value on failure.  max_all replaces each of len doubles with
+ * its maximum over the team's ranks and returns 0 or non-zero on failure. */
 typedef struct knem_rs_tune_mpi {
 	void *ctx;
-	int (*hand_over)(void *ctx, int op, size_t n, const void *send,
-			 void *recv);
+	int (*time)(void *ctx, int op, int alg, int k, size_t n, unsigned calls,
+		    double *seconds);
 	int (*max_all)(void *ctx, double *values, size_t len);
 } knem_rs_tune_mpi;
 typedef struct knem_rs_tuner knem_rs_tuner;
@@ -214,18 +218,15 @@ typedef struct knem_rs_tuner knem_rs_tuner;
  * NULL on bad arguments. */
 knem_rs_tuner *knem_rs_tuner_new(const char *open_mpi, double ci_target);
 /* Tune ops ("bcast,allgather"; NULL: all five) at sizes ("4K,1M"; NULL:
- * 256 B to 64 MiB, x4) on team: every rank of the team calls it alike.
- * Each size times the model's shortlist and hand-over, min_reps to
- * max_reps repetitions or max_seconds.  region_cache: 1 to time knem-rs
- * with its regions kept between calls, as coll/knemrs's region cache
- * does where it is on (its default: knem_rs_pins_unlimited); the
- * tuner's buffers are its own and it reports them before freeing them.
- * verbose: rank 0 prints each decision and every candidate's median with
- * its interval. */
+ * 256 B to 64 MiB, x4) for the ranks of team (whose model and topology
+ * make the shortlist): every rank of the team calls it alike.  Each size
+ * times, through mpi->time, the model's shortlist and hand-over, min_reps
+ * to max_reps repetitions or max_seconds.  verbose: rank 0 prints each
+ * decision and every candidate's median with its interval. */
 int knem_rs_tuner_run(knem_rs_tuner *tuner, knem_rs_team *team,
 		      const knem_rs_tune_mpi *mpi, const char *ops,
 		      const char *sizes, unsigned min_reps, unsigned max_reps,
-		      double max_seconds, int region_cache, int verbose);
+		      double max_seconds, int verbose);
 /* 1 when knem lets this process pin without limit: RLIMIT_MEMLOCK
  * unlimited, CAP_IPC_LOCK in the initial user namespace, or knem loaded
  * with account_pinned=N (coll/knemrs keeps regions by default only

@@ -5,7 +5,7 @@
 use crate::team::{op_of, put_algorithm, team_op, CTeam};
 use crate::{coll_err, fail, guard, opt_str, PANICKED};
 use knem_coll::rules::{self, Choice, Node, Rules};
-use knem_coll::tune::{self, Config, Mpi, Plan, TeamBench};
+use knem_coll::tune::{self, Bench, Config, Plan};
 use knem_coll::{units, Error, Op};
 use libc::{c_char, c_int, c_uint, c_void, size_t};
 use std::time::Instant;
@@ -109,55 +109,77 @@ pub unsafe extern "C" fn knem_rs_team_model_notes(team: *const CTeam) -> *const 
 pub struct KnemRsTuneMpi {
     /// Passed to both callbacks.
     pub ctx: *mut c_void,
-    /// The MPI's own collective.
-    pub hand_over: Option<
-        unsafe extern "C" fn(*mut c_void, c_int, size_t, *const c_void, *mut c_void) -> c_int,
+    /// Time calls of a candidate (an algorithm through coll/knemrs, or
+    /// the MPI's own module for alg -1).
+    pub time: Option<
+        unsafe extern "C" fn(*mut c_void, c_int, c_int, c_int, size_t, c_uint, *mut f64) -> c_int,
     >,
     /// The maximum over the ranks, in place.
     pub max_all: Option<unsafe extern "C" fn(*mut c_void, *mut f64, size_t) -> c_int>,
 }
 
-struct Callbacks<'a>(&'a KnemRsTuneMpi);
-
 fn mpi_failed(what: &str, rc: c_int) -> Error {
     Error::Invalid(format!("Open MPI's {what} failed ({rc})"))
 }
 
-impl Mpi for Callbacks<'_> {
-    fn hand_over(&mut self, op: Op, n: u64, send: &[u8], recv: &mut [u8]) -> knem_coll::Result<()> {
-        let f = self
-            .0
-            .hand_over
-            .ok_or_else(|| mpi_failed("hand_over (NULL)", 0))?;
+/// The bench of a tuning run from C: every candidate is timed by the
+/// caller, as the MPI will run it (knemrs-tune: through coll/knemrs).
+struct CallbackBench<'a> {
+    mpi: &'a KnemRsTuneMpi,
+    ranks: (usize, usize),
+}
+
+impl Bench for CallbackBench<'_> {
+    fn run(&mut self, op: Op, choice: Choice, n: u64) -> knem_coll::Result<f64> {
+        let f = self.mpi.time.ok_or_else(|| mpi_failed("time (NULL)", 0))?;
         let code = Op::ALL.iter().position(|o| *o == op).unwrap_or(0) as c_int;
-        // SAFETY: the caller's callback, with buffers of n × team size
-        // bytes that live across the call.
+        let (mut alg, mut k) = (-1, 0);
+        if let Choice::Knem(a) = choice {
+            put_algorithm(a, &mut alg, &mut k);
+        }
+        let n = size_t::try_from(n).map_err(|_| Error::Overflow(format!("{n} bytes")))?;
+        let mut secs = 0.0;
+        // SAFETY: the caller's callback; secs outlives the call.
         let rc = unsafe {
             f(
-                self.0.ctx,
+                self.mpi.ctx,
                 code,
-                n as size_t,
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
+                alg,
+                k,
+                n,
+                tune::BURST as c_uint,
+                &mut secs,
             )
         };
-        if rc != 0 {
-            return Err(mpi_failed(op.name(), rc));
+        match rc {
+            0 => Ok(secs),
+            1 => Err(Error::Declined {
+                ranks: Vec::new(),
+                cause: Some(format!("{choice} cannot carry {op} of {n} bytes here")),
+            }),
+            _ => Err(mpi_failed(&format!("{op} by {choice}"), rc)),
         }
-        Ok(())
     }
 
     fn max_all(&mut self, values: &mut [f64]) -> knem_coll::Result<()> {
         let f = self
-            .0
+            .mpi
             .max_all
             .ok_or_else(|| mpi_failed("max_all (NULL)", 0))?;
         // SAFETY: the caller's callback, on values.len() doubles.
-        let rc = unsafe { f(self.0.ctx, values.as_mut_ptr(), values.len()) };
+        let rc = unsafe { f(self.mpi.ctx, values.as_mut_ptr(), values.len()) };
         if rc != 0 {
             return Err(mpi_failed("allreduce", rc));
         }
         Ok(())
+    }
+
+    fn ranks(&self) -> (usize, usize) {
+        self.ranks
+    }
+
+    fn can_hand_over(&self) -> bool {
+        true
     }
 }
 
@@ -219,7 +241,6 @@ pub unsafe extern "C" fn knem_rs_tuner_run(
     min_reps: c_uint,
     max_reps: c_uint,
     max_seconds: f64,
-    region_cache: c_int,
     verbose: c_int,
 ) -> c_int {
     guard(PANICKED, || {
@@ -267,9 +288,10 @@ pub unsafe extern "C" fn knem_rs_tuner_run(
         let params = t.team.params().clone();
         let tname = t.team.transport().kind().name();
         let rank = t.team.rank();
-        let mut cb = Callbacks(mpi);
-        let mut bench =
-            try_c!(TeamBench::new(&mut t.team, Some(&mut cb), region_cache != 0).map_err(coll_err));
+        let mut bench = CallbackBench {
+            mpi,
+            ranks: (rank, shape.0),
+        };
         let cases = try_c!(
             tune::tune_team(&mut bench, &params, shape, tname, &plan, |op, pt| {
                 if verbose != 0 && rank == 0 {

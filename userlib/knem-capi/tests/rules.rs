@@ -5,6 +5,7 @@
 mod common;
 
 use common::{last, team_of};
+use knem_coll::rules::{Choice, Rules};
 use knem_rs::*;
 use libc::{c_int, c_void, size_t};
 use std::ffi::{CStr, CString};
@@ -32,22 +33,62 @@ impl Reduction {
 
 static REDUCTIONS: [Reduction; 2] = [Reduction::new(), Reduction::new()];
 
-unsafe extern "C" fn hand_over(
-    _ctx: *mut c_void,
-    _op: c_int,
+/// A tuning run's MPI side in these tests: the team, and below which size
+/// the knem-rs candidates cannot carry a call (the callback says so).
+struct Ctx {
+    test: usize,
+    rank: usize,
+    team: *mut CTeam,
+    decline_below: size_t,
+}
+
+/// Hand over is instant below 64 KiB and takes 20 ms from there; a knem-rs
+/// algorithm is timed for real, on the team over its transport.
+unsafe extern "C" fn time(
+    ctx: *mut c_void,
+    op: c_int,
+    alg: c_int,
+    k: c_int,
     n: size_t,
-    _send: *const c_void,
-    _recv: *mut c_void,
+    calls: u32,
+    seconds: *mut f64,
 ) -> c_int {
-    if n >= 65536 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    // SAFETY: tune() passes its Ctx, alive for the whole run.
+    let c = unsafe { &*(ctx as *const Ctx) };
+    if alg < 0 {
+        // SAFETY: the tuner's out pointer.
+        unsafe { *seconds = if n >= 65536 { 0.02 } else { 1e-7 } };
+        return 0;
+    }
+    if n < c.decline_below {
+        return 1;
+    }
+    let (mut send, mut recv) = (vec![c.rank as u8; n * 2], vec![0u8; n * 2]);
+    // SAFETY: a live team of this test; buffers of n × 2 ranks.
+    unsafe {
+        knem_rs_team_barrier(c.team);
+        let t = std::time::Instant::now();
+        for _ in 0..calls {
+            let (sp, rp) = (send.as_mut_ptr().cast(), recv.as_mut_ptr().cast());
+            let rc = match op {
+                OP_BCAST => knem_rs_bcast(c.team, rp, n, 0, alg, k),
+                OP_ALLTOALL => knem_rs_alltoall(c.team, sp, rp, n, alg, k),
+                _ => -libc::EINVAL,
+            };
+            if rc != 0 {
+                return rc;
+            }
+        }
+        *seconds = t.elapsed().as_secs_f64() / f64::from(calls);
     }
     0
 }
 
-/// ctx: the test's reduction × 2 + the rank.
+/// The max-reduction of the test's two ranks.
 unsafe extern "C" fn max_all(ctx: *mut c_void, v: *mut f64, len: size_t) -> c_int {
-    let (r, rank) = (&REDUCTIONS[ctx as usize / 2], ctx as usize % 2);
+    // SAFETY: tune() passes its Ctx, alive for the whole run.
+    let c = unsafe { &*(ctx as *const Ctx) };
+    let (r, rank) = (&REDUCTIONS[c.test], c.rank);
     // SAFETY: the tuner passes len doubles.
     let v = unsafe { std::slice::from_raw_parts_mut(v, len) };
     {
@@ -78,15 +119,21 @@ unsafe fn tune(
     ops: &CStr,
     sizes: &CStr,
     (min_reps, max_reps): (u32, u32),
-    region_cache: c_int,
+    decline_below: size_t,
 ) -> *mut KnemRsTuner {
+    let mut ctx = Ctx {
+        test,
+        rank,
+        team,
+        decline_below,
+    };
     // SAFETY: valid strings, team and callbacks for the whole run.
     unsafe {
         let tuner = knem_rs_tuner_new(c"test".as_ptr(), 0.05);
         assert!(!tuner.is_null(), "{}", last());
         let mpi = KnemRsTuneMpi {
-            ctx: (test * 2 + rank) as *mut c_void,
-            hand_over: Some(hand_over),
+            ctx: (&mut ctx as *mut Ctx).cast(),
+            time: Some(time),
             max_all: Some(max_all),
         };
         let rc = knem_rs_tuner_run(
@@ -98,7 +145,6 @@ unsafe fn tune(
             min_reps,
             max_reps,
             10.0,
-            region_cache,
             0,
         );
         assert_eq!(rc, 0, "{}", last());
@@ -221,23 +267,31 @@ fn tuned_rules_decide_for_the_team_and_bad_files_are_refused() {
     });
 }
 
-/// With region_cache 1 over CMA the tuner keeps regions while it times
-/// (as coll/knemrs will) and leaves the team as it found it: no cache.
+/// A candidate the MPI side cannot run (its callback says 1 on every
+/// rank) is dropped at that size, on every rank alike, and hand over or
+/// another candidate decides.
 #[test]
-fn tuning_with_the_region_cache_leaves_no_cache_behind() {
+fn candidates_the_mpi_cannot_run_are_dropped() {
     team_of(2, c"cma", |team, rank| {
+        let file = path();
         // SAFETY: valid strings, team and callbacks for the whole run.
         unsafe {
-            let tuner = tune(team, 1, rank, c"bcast,alltoall", c"4K,32K", (5, 10), 1);
+            let tuner = tune(team, 1, rank, c"alltoall", c"4K,128K", (5, 10), 65536);
+            if rank == 0 {
+                let p = CString::new(format!("{}.declined", file.to_str().unwrap())).unwrap();
+                assert_eq!(knem_rs_tuner_write(tuner, p.as_ptr()), 0, "{}", last());
+                let text = std::fs::read_to_string(p.to_str().unwrap()).unwrap();
+                let rules = Rules::parse(&text).unwrap();
+                let points = &rules.cases[0].points;
+                // 4 KiB: only hand over was timed, and took it.
+                assert_eq!(points[0].choice, Choice::HandOver, "{text}");
+                assert_eq!(points[0].timings.len(), 1, "{text}");
+                // 128 KiB: knem-rs against 20 ms of hand over.
+                assert_ne!(points[1].choice, Choice::HandOver, "{text}");
+                assert!(points[1].timings.len() > 1, "{text}");
+                std::fs::remove_file(p.to_str().unwrap()).unwrap();
+            }
             knem_rs_tuner_free(tuner);
-            let mut stats = std::mem::zeroed();
-            assert_eq!(
-                knem_rs_team_region_cache_stats(team, &mut stats),
-                -libc::ENOENT
-            );
-            let mut limit = 0u64;
-            let unlimited = knem_rs_pins_unlimited(&mut limit);
-            assert!(unlimited == 0 || unlimited == 1);
         }
     });
 }

@@ -126,12 +126,7 @@ impl Node {
 
 fn cpu_model() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    info.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == "model name").then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
+    crate::units::cpu_model_in(&info).unwrap_or_else(|| "unknown".into())
 }
 
 fn online_cpus() -> usize {
@@ -140,8 +135,8 @@ fn online_cpus() -> usize {
     usize::try_from(n).unwrap_or(0)
 }
 
-/// One candidate's measured time at one size (microseconds, the slowest
-/// rank of each repetition).
+/// One candidate's measured time at one size (microseconds; a
+/// repetition's time is the mean of the ranks').
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
     /// The candidate.

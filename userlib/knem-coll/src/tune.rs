@@ -1,27 +1,33 @@
 //! Tuning by measurement: for each operation and size, the model's
 //! shortlist of knem-coll algorithms and "hand over" (Open MPI's own
 //! module) are timed side by side on the node, and the fastest becomes the
-//! rule ([`crate::rules`]).
+//! rule ([`crate::rules`]), where its lead over hand over is beyond the
+//! measurement's confidence interval ([`decide`]).
 //!
 //! Timing is OSU-like: untimed warm-up runs, then repetitions in which
-//! every candidate runs once, in an order that rotates, each run started
-//! together by a barrier.  A run of the real bench ([`TeamBench`]) is
-//! [`BURST`] calls back to back, timed together, as applications' loops
-//! and coll_check's timing mode call collectives: Open MPI's pipelined
-//! trees overlap successive calls, which a single call after a barrier
-//! would not show.  A knem-rs candidate pays, per call, the word exchange
-//! by which coll/knemrs's ranks agree to take knem-rs, as it will there.  A repetition's time is the slowest rank's: every
-//! batch of repetitions is max-reduced over the ranks ([`Bench::max_all`])
-//! before anything is decided, so every rank holds the same numbers and
-//! takes the same decisions (when to stop, who won) without another
-//! message.  Repetitions go on until each candidate's median is known to
-//! `ci_target` (the half-width of its 95% confidence interval, relative)
-//! or `max_reps` is reached; the interval reached is stored either way.
+//! every candidate runs once, in an order that rotates.  The real bench,
+//! knemrs-tune's (through the C API), times each candidate through
+//! coll/knemrs itself, its algorithm forced, or through Open MPI's own
+//! module: [`BURST`] calls back to back after a barrier, as applications'
+//! loops and coll_check's timing mode call collectives (Open MPI's
+//! pipelined trees overlap successive calls, which a single call after a
+//! barrier would not show), with coll/knemrs's per-call agreement, region
+//! cache and buffers of the malloc heap as the jobs will have them.
+//! A repetition's time is the mean of the ranks' times, as OSU and
+//! coll_check report a collective's latency (the slowest rank's would
+//! favour knem-rs's algorithms, whose ranks finish together, over Open
+//! MPI's, whose ranks do not).  Every batch of repetitions is shared by
+//! all ranks before anything is decided (each rank's numbers in its own
+//! slot of a max reduction, [`Bench::max_all`], which is exact), so every
+//! rank holds the same numbers and takes the same decisions (when to
+//! stop, who won) without another message.  Repetitions go on until each
+//! candidate's median is known to `ci_target` (the half-width of its 95%
+//! confidence interval, relative) or `max_reps` is reached; the interval
+//! reached is stored either way.
 
 use crate::error::{Error, Result};
 use crate::model::{Algorithm, Op, Params};
 use crate::rules::{Case, Choice, Point, Timing};
-use crate::team::Team;
 use std::time::Instant;
 
 /// A median and its 95% confidence interval (seconds).
@@ -113,6 +119,8 @@ pub trait Bench {
     fn run(&mut self, op: Op, choice: Choice, n: u64) -> Result<f64>;
     /// Replace every value with its maximum over the ranks.
     fn max_all(&mut self, values: &mut [f64]) -> Result<()>;
+    /// This rank and the number of ranks.
+    fn ranks(&self) -> (usize, usize);
     /// Whether "hand over" can be timed (an MPI program can; a team of
     /// knem-run alone cannot).
     fn can_hand_over(&self) -> bool;
@@ -150,7 +158,7 @@ impl Default for Config {
 /// Repetitions between two reductions.
 const BATCH: usize = 5;
 
-/// Time `candidates` at one size and pick the fastest (smallest median).
+/// Time `candidates` at one size and pick one ([`decide`]).
 pub fn measure(
     bench: &mut dyn Bench,
     op: Op,
@@ -183,28 +191,38 @@ pub fn measure(
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); alive.len()];
     let mut rep = 0;
+    let (rank, p) = bench.ranks();
+    // A rank's batch: every candidate's BATCH times, then its clock.
+    let width = alive.len() * BATCH + 1;
     loop {
-        // One batch: every candidate once per repetition, rotating.
-        let mut batch = vec![0.0; alive.len() * BATCH + 1];
+        // One batch: every candidate once per repetition, rotating, into
+        // this rank's slot; the others' slots stay -inf, so the max
+        // reduction hands every rank every rank's numbers, exactly.
+        let mut all = vec![f64::NEG_INFINITY; width * p];
+        let mine = &mut all[rank * width..(rank + 1) * width];
         for b in 0..BATCH {
             for i in 0..alive.len() {
                 let c = (i + rep + b) % alive.len();
-                batch[c * BATCH + b] = bench.run(op, alive[c], n)?;
+                mine[c * BATCH + b] = bench.run(op, alive[c], n)?;
             }
         }
-        batch[alive.len() * BATCH] = start.elapsed().as_secs_f64();
-        bench.max_all(&mut batch)?;
+        mine[width - 1] = start.elapsed().as_secs_f64();
+        bench.max_all(&mut all)?;
+        let slots: Vec<&[f64]> = all.chunks(width).collect();
         for (c, s) in samples.iter_mut().enumerate() {
-            s.extend_from_slice(&batch[c * BATCH..(c + 1) * BATCH]);
+            for b in c * BATCH..(c + 1) * BATCH {
+                s.push(slots.iter().map(|r| r[b]).sum::<f64>() / p as f64);
+            }
         }
         rep += BATCH;
         let known = samples
             .iter()
             .all(|s| median_ci(s).rel_halfwidth() <= cfg.ci_target);
-        if rep >= cfg.max_reps
-            || (rep >= cfg.min_reps && known)
-            || batch[alive.len() * BATCH] >= cfg.max_seconds
-        {
+        let clock = slots
+            .iter()
+            .map(|r| r[width - 1])
+            .fold(f64::NEG_INFINITY, f64::max);
+        if rep >= cfg.max_reps || (rep >= cfg.min_reps && known) || clock >= cfg.max_seconds {
             break;
         }
     }
@@ -224,9 +242,27 @@ pub fn measure(
     timings.sort_by(|a, b| a.median_us.total_cmp(&b.median_us));
     Ok(Point {
         bytes: n,
-        choice: timings[0].choice,
+        choice: decide(&timings),
         timings,
     })
+}
+
+/// The candidate a point goes to, from its timings sorted by median: the
+/// fastest, except that Open MPI's own module keeps the call unless a
+/// knem-rs algorithm beats it beyond doubt, its whole interval below
+/// hand-over's.  The promise is "never slower than the default": a
+/// knem-rs algorithm whose lead is within the noise would keep that
+/// promise only by luck.
+pub fn decide(timings: &[Timing]) -> Choice {
+    let Some(best) = timings.first() else {
+        return Choice::HandOver;
+    };
+    match timings.iter().find(|t| t.choice == Choice::HandOver) {
+        Some(h) if best.choice != Choice::HandOver && best.ci_us[1] >= h.ci_us[0] => {
+            Choice::HandOver
+        }
+        _ => best.choice,
+    }
 }
 
 /// What to tune.
@@ -281,153 +317,6 @@ pub fn tune_team(
     Ok(cases)
 }
 
-/// Open MPI's side of a tuning run, for [`TeamBench`]: its collective for
-/// op on n bytes per block from `send` into `recv` (root 0), and the max
-/// reduction over the ranks.
-pub trait Mpi {
-    /// Run Open MPI's own module for `op`.
-    fn hand_over(&mut self, op: Op, n: u64, send: &[u8], recv: &mut [u8]) -> Result<()>;
-    /// See [`Bench::max_all`].
-    fn max_all(&mut self, values: &mut [f64]) -> Result<()>;
-}
-
-/// Calls back to back per repetition of the real bench.
+/// Calls back to back per repetition of the real bench (knemrs-tune's,
+/// through the C API).
 pub const BURST: usize = 5;
-
-/// The real bench: knem-coll's collectives on a team, Open MPI's through
-/// [`Mpi`] (or none: then hand over is not timed and the maximum is taken
-/// through the team's own word exchange).
-pub struct TeamBench<'a> {
-    team: &'a mut Team,
-    mpi: Option<&'a mut dyn Mpi>,
-    send: Vec<u8>,
-    recv: Vec<u8>,
-    cache: bool,
-}
-
-impl<'a> TeamBench<'a> {
-    /// A bench on `team`, with Open MPI's side when given.  With `cache`
-    /// the team keeps its regions between calls, as coll/knemrs's region
-    /// cache does where it is on (by default where the rank's pins are not
-    /// limited): knem-rs is then timed as coll/knemrs will run it, buffers
-    /// reused without being declared again.
-    pub fn new(
-        team: &'a mut Team,
-        mpi: Option<&'a mut dyn Mpi>,
-        cache: bool,
-    ) -> Result<TeamBench<'a>> {
-        if cache {
-            // SAFETY: the bench's two buffers are all the team's
-            // collectives see, and `buffers` and `drop` report each one
-            // before it goes.
-            unsafe { team.cache_regions(CACHE_ENTRIES, CACHE_BYTES)? };
-        }
-        Ok(TeamBench {
-            team,
-            mpi,
-            send: Vec::new(),
-            recv: Vec::new(),
-            cache,
-        })
-    }
-
-    /// Report the buffers as released (they are about to go).
-    fn release(&mut self) {
-        if self.cache {
-            for v in [&self.send, &self.recv] {
-                crate::note_release(v.as_ptr() as usize, v.capacity());
-            }
-        }
-    }
-
-    fn buffers(&mut self, len: usize) -> Result<()> {
-        if self.send.len() < len {
-            self.release();
-            let fill = |v: &mut Vec<u8>| -> Result<()> {
-                *v = Vec::new();
-                v.try_reserve_exact(len)
-                    .map_err(|_| Error::Invalid(format!("cannot allocate {len} bytes")))?;
-                v.extend((0..len).map(|i| i as u8));
-                Ok(())
-            };
-            fill(&mut self.send)?;
-            fill(&mut self.recv)?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for TeamBench<'_> {
-    fn drop(&mut self) {
-        self.release();
-        if self.cache {
-            // SAFETY: 0 entries drops every kept region; nothing to promise.
-            let _ = unsafe { self.team.cache_regions(0, 0) };
-        }
-    }
-}
-
-/// coll/knemrs's region cache bounds per communicator (its defaults).
-const CACHE_ENTRIES: usize = 64;
-const CACHE_BYTES: usize = 256 << 20;
-
-impl Bench for TeamBench<'_> {
-    fn run(&mut self, op: Op, choice: Choice, n: u64) -> Result<f64> {
-        let p = self.team.size();
-        let n = usize::try_from(n).map_err(|_| Error::Overflow(format!("{n} bytes")))?;
-        let total = n
-            .checked_mul(p)
-            .ok_or_else(|| Error::Overflow(format!("{p} x {n} bytes")))?;
-        self.buffers(total)?;
-        let (send, recv) = (&self.send[..total], &mut self.recv[..total]);
-        self.team.barrier()?;
-        let t = Instant::now();
-        for _ in 0..BURST {
-            match choice {
-                Choice::HandOver => match self.mpi.as_deref_mut() {
-                    Some(m) => m.hand_over(op, n as u64, send, recv)?,
-                    None => return Err(Error::Invalid("no MPI to hand the call to".into())),
-                },
-                Choice::Knem(a) => {
-                    let (team, alg) = (&mut *self.team, Some(a));
-                    let r = team.rank() == 0;
-                    // coll/knemrs's agreement to take knem-rs.
-                    team.allgather_words(&[1])?;
-                    match op {
-                        Op::Bcast => team.bcast(&mut recv[..n], 0, alg)?,
-                        Op::Scatter => {
-                            team.scatter(if r { send } else { &[] }, &mut recv[..n], 0, alg)?
-                        }
-                        Op::Gather => {
-                            team.gather(&send[..n], if r { &mut *recv } else { &mut [] }, 0, alg)?
-                        }
-                        Op::Allgather => team.allgather(&send[..n], recv, alg)?,
-                        Op::Alltoall => team.alltoall(send, recv, alg)?,
-                    }
-                }
-            }
-        }
-        Ok(t.elapsed().as_secs_f64() / BURST as f64)
-    }
-
-    fn max_all(&mut self, values: &mut [f64]) -> Result<()> {
-        if let Some(m) = self.mpi.as_deref_mut() {
-            return m.max_all(values);
-        }
-        for chunk in values.chunks_mut(crate::team::SLOT_WORDS) {
-            let words: Vec<u64> = chunk.iter().map(|v| v.to_bits()).collect();
-            let all = self.team.allgather_words(&words)?;
-            for (i, v) in chunk.iter_mut().enumerate() {
-                *v = all
-                    .iter()
-                    .map(|w| f64::from_bits(w[i]))
-                    .fold(f64::NEG_INFINITY, f64::max);
-            }
-        }
-        Ok(())
-    }
-
-    fn can_hand_over(&self) -> bool {
-        self.mpi.is_some()
-    }
-}

@@ -49,6 +49,15 @@ pub fn median(samples: &[f64]) -> Option<f64> {
     })
 }
 
+/// The first CPU's "model name" in the text of /proc/cpuinfo (what names
+/// a machine in a rules file and in a benchmark's report).
+pub fn cpu_model_in(cpuinfo: &str) -> Option<String> {
+    cpuinfo.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "model name").then(|| v.trim().to_string())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +70,13 @@ mod tests {
         assert!(parse_size("").is_err());
         assert!(parse_size("1+").is_err());
         assert!(parse_size("16G+17179869184G").is_err());
+    }
+
+    #[test]
+    fn cpu_model_of_the_first_cpu() {
+        let info = "processor\t: 0\nmodel name\t: Xeon A\n\nprocessor\t: 1\nmodel name\t: Xeon B\n";
+        assert_eq!(cpu_model_in(info).as_deref(), Some("Xeon A"));
+        assert_eq!(cpu_model_in("model names: x\n"), None);
+        assert_eq!(cpu_model_in(""), None);
     }
 }

@@ -3,8 +3,9 @@
 //! every rank must take the same decisions although each rank's timings
 //! differ (its own noise, and a skew per rank).
 
+use knem_coll::model::Algorithm;
 use knem_coll::model::{Op, Params};
-use knem_coll::rules::{Case, Choice};
+use knem_coll::rules::{Case, Choice, Timing};
 use knem_coll::tune::{self, Bench, Config, Plan};
 use knem_coll::{Error, Result};
 use std::collections::BTreeMap;
@@ -49,6 +50,9 @@ struct Synthetic {
     /// Instead of the known costs: every candidate alike but 10% faster
     /// on the ranks of its parity, so that ranks alone would disagree.
     contrary: bool,
+    /// Instead of the known costs: the shortlist's first algorithm ahead
+    /// of hand over by less than the noise, the others far behind.
+    close: bool,
 }
 
 impl Synthetic {
@@ -74,6 +78,15 @@ impl Bench for Synthetic {
             return Ok(t * (0.99 + 0.02 * self.noise()));
         }
         let (params, p) = (&self.params, self.p);
+        if self.close {
+            let first = tune::shortlist(params, op, n, p, 1, p)[0];
+            let cost = match choice {
+                Choice::Knem(a) if a == first => 1e-4,
+                Choice::HandOver => 1.004e-4,
+                Choice::Knem(_) => 2e-4,
+            };
+            return Ok(cost * (0.95 + 0.1 * self.noise()) * (1.0 + 0.01 * self.rank as f64));
+        }
         let cost = self
             .costs
             .entry((op, n))
@@ -102,6 +115,10 @@ impl Bench for Synthetic {
     fn can_hand_over(&self) -> bool {
         true
     }
+
+    fn ranks(&self) -> (usize, usize) {
+        (self.rank, self.p)
+    }
 }
 
 fn plan() -> Plan {
@@ -119,7 +136,7 @@ fn plan() -> Plan {
 }
 
 /// Run the tuner on `p` threads standing for ranks; every rank's cases.
-fn tune_on(p: usize, declined: Option<Choice>, contrary: bool) -> Vec<Vec<Case>> {
+fn tune_on(p: usize, declined: Option<Choice>, contrary: bool, close: bool) -> Vec<Vec<Case>> {
     let shared = Arc::new(Shared {
         barrier: Barrier::new(p),
         slots: Mutex::new(vec![Vec::new(); p]),
@@ -139,6 +156,7 @@ fn tune_on(p: usize, declined: Option<Choice>, contrary: bool) -> Vec<Vec<Case>>
                     declined,
                     costs: BTreeMap::new(),
                     contrary,
+                    close,
                 };
                 tune::tune_team(&mut b, &params, (p, 1, p), "synthetic", &plan(), |_, _| {})
                     .unwrap()
@@ -152,7 +170,7 @@ fn tune_on(p: usize, declined: Option<Choice>, contrary: bool) -> Vec<Vec<Case>>
 fn finds_the_known_best_in_every_case_and_all_ranks_agree() {
     let params = Params::default();
     for p in [4, 8] {
-        let all = tune_on(p, None, false);
+        let all = tune_on(p, None, false, false);
         for (rank, cases) in all.iter().enumerate() {
             assert_eq!(
                 cases, &all[0],
@@ -182,7 +200,7 @@ fn finds_the_known_best_in_every_case_and_all_ranks_agree() {
 
 #[test]
 fn a_declined_candidate_is_dropped_on_every_rank() {
-    let all = tune_on(4, Some(Choice::HandOver), false);
+    let all = tune_on(4, Some(Choice::HandOver), false, false);
     for cases in &all {
         assert_eq!(cases, &all[0]);
         for case in cases {
@@ -196,7 +214,7 @@ fn a_declined_candidate_is_dropped_on_every_rank() {
 
 #[test]
 fn ranks_whose_own_timings_disagree_take_one_decision() {
-    let all = tune_on(4, None, true);
+    let all = tune_on(4, None, true, false);
     for (rank, cases) in all.iter().enumerate() {
         assert_eq!(cases, &all[0], "rank {rank} decided otherwise than rank 0");
     }
@@ -215,4 +233,63 @@ fn median_interval_covers_the_median_and_narrows() {
     let t = tune::median_ci(&ten);
     assert_eq!((t.lo, t.median, t.hi), (5.0, 5.0, 5.0), "{t:?}");
     assert!(s.rel_halfwidth() < 0.05);
+}
+
+fn timing(choice: Choice, median_us: f64, lo: f64, hi: f64) -> Timing {
+    Timing {
+        choice,
+        median_us,
+        ci_us: [lo, hi],
+        reps: 20,
+    }
+}
+
+#[test]
+fn hand_over_keeps_the_call_unless_beaten_beyond_its_interval() {
+    let (a, b, h) = (
+        Choice::Knem(Algorithm::DirectRead),
+        Choice::Knem(Algorithm::Sequential),
+        Choice::HandOver,
+    );
+    // The intervals apart: the algorithm wins.
+    let apart = [timing(a, 90.0, 85.0, 95.0), timing(h, 100.0, 96.0, 104.0)];
+    assert_eq!(tune::decide(&apart), a);
+    // Faster in the median, but the intervals overlap: hand over.
+    let overlap = [timing(a, 90.0, 80.0, 97.0), timing(h, 100.0, 96.0, 104.0)];
+    assert_eq!(tune::decide(&overlap), h);
+    let touching = [timing(a, 90.0, 80.0, 96.0), timing(h, 100.0, 96.0, 104.0)];
+    assert_eq!(tune::decide(&touching), h);
+    // Hand over fastest; and without hand over (declined) the fastest.
+    let first = [timing(h, 90.0, 85.0, 95.0), timing(a, 100.0, 96.0, 104.0)];
+    assert_eq!(tune::decide(&first), h);
+    let none = [timing(b, 90.0, 80.0, 99.0), timing(a, 100.0, 96.0, 104.0)];
+    assert_eq!(tune::decide(&none), b);
+}
+
+#[test]
+fn a_lead_within_the_noise_leaves_the_call_with_open_mpi() {
+    let all = tune_on(4, None, false, true);
+    let mut lower_median = 0;
+    for (rank, cases) in all.iter().enumerate() {
+        assert_eq!(cases, &all[0], "rank {rank} decided otherwise than rank 0");
+    }
+    for case in &all[0] {
+        for pt in &case.points {
+            assert_eq!(
+                pt.choice,
+                Choice::HandOver,
+                "{} of {} B: {} chosen on a lead of 0.4% under 10% noise",
+                case.op,
+                pt.bytes,
+                pt.choice
+            );
+            lower_median += usize::from(pt.timings[0].choice != Choice::HandOver);
+        }
+    }
+    // The test proves something only where the fastest median was not
+    // hand over's.
+    assert!(
+        lower_median > 0,
+        "hand over had the lowest median everywhere"
+    );
 }
