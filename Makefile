@@ -315,8 +315,10 @@ test-mm: module tests-bin
 
 FAULTS_SECS ?= 30
 FAULTS_PROBS ?= 1 10 50
+# The lab kernel's series: 6.1 or 7.3 (tests/debug-kernel/build.sh).
+FAULTS_SERIES ?= 6.1
 test-faults: core-object
-	tests/faults/run.sh --secs $(FAULTS_SECS) --probs "$(FAULTS_PROBS)"
+	tests/faults/run.sh --series $(FAULTS_SERIES) --secs $(FAULTS_SECS) --probs "$(FAULTS_PROBS)"
 
 # The User-Mode Linux lab (tests/uml): a UML kernel with SMP from Debian's
 # linux-source-7.2, built once per machine (about 20 minutes on 2 cores,

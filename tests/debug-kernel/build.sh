@@ -1,15 +1,21 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# tests/debug-kernel/build.sh [--print] - build (once per machine) the debug
-# lab kernel: Debian's linux-source-6.1 with KASAN (generic, inline), lockdep
+# tests/debug-kernel/build.sh [--print | --dir] - build (once per machine)
+# the debug lab kernel: Debian's linux-source of $KNEM_DEBUG_SERIES (6.1,
+# the default, or 7.3) with KASAN (generic, inline), lockdep
 # (PROVE_LOCKING), DEBUG_ATOMIC_SLEEP and full preemption, from
 # x86_64_defconfig + kvm_guest.config + tests/debug-kernel/debug.config.
 # KCSAN is not on: the kernel refuses KCSAN with KASAN, and KASAN is the one
 # that sees a use-after-free.
 #
+# The sources: 6.1 is bookworm's linux-source-6.1 (apt, on this Debian 12
+# host); 7.3 is experimental's linux-source-7.3 7.3~rc7-1~exp1, fetched
+# with apt through a private apt state (or from snapshot.debian.org once
+# experimental has moved on) and checked against its sha256.
+#
 # The result lives outside the tree, in $KNEM_DEBUG_KERNEL_DIR (default
-# /var/cache/knem-rs/debug-kernel):
+# /var/cache/knem-rs/debug-kernel for 6.1, .../debug-kernel-7.3 for 7.3):
 #   bzImage            the image (tests/vm/run --kernel-image)
 #   bzImage.modules/   its modules (lib/modules/KVER), as tests/vm/run wants
 #   obj/               the build tree, the KDIR for knem.ko and the provider
@@ -19,18 +25,32 @@
 # in CI (CI=true): it would not fit in CI's time.
 #
 # --print: print "KVER" of a finished build and exit (1 when there is none).
+# --dir: print the build's directory and exit.
 #
-# Needs root for apt-get (linux-source-6.1, flex, bison, libelf-dev, bc).
+# Needs root for apt-get (flex, bison, libelf-dev, bc, libssl-dev, and
+# linux-source-6.1 for 6.1).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 prog=tests/debug-kernel/build.sh
 die() { echo "$prog: $*" >&2; exit 2; }
 
-series=6.1
-cache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel}
+series=${KNEM_DEBUG_SERIES:-6.1}
+case $series in
+6.1) cache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel} ;;
+7.3)
+	cache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel-7.3}
+	src_version=7.3~rc7-1~exp1
+	src_sha256=8bf8ca5ea8b1b307ca698db982ba48d6d223263b4d3dfb1973d055e316c44e75
+	snapshot=https://snapshot.debian.org/archive/debian/20261120T000000Z ;;
+*) die "KNEM_DEBUG_SERIES=$series: the lab kernel is built from 6.1 or 7.3" ;;
+esac
 fragment=$here/debug.config
 
+if [ "${1:-}" = --dir ]; then
+	echo "$cache"
+	exit 0
+fi
 if [ "${1:-}" = --print ]; then
 	[ -s "$cache/kver" ] && [ -e "$cache/bzImage" ] || exit 1
 	cat "$cache/kver"
@@ -45,7 +65,8 @@ exec 9> "$cache/.lock"
 flock 9
 
 export DEBIAN_FRONTEND=noninteractive
-pkgs=(linux-source-$series flex bison libelf-dev bc libssl-dev)
+pkgs=(flex bison libelf-dev bc libssl-dev)
+[ "$series" != 6.1 ] || pkgs+=(linux-source-6.1)
 missing=()
 for p in "${pkgs[@]}"; do
 	grep -q 'install ok installed' <<< "$(dpkg-query -W -f '${Status}' "$p" 2>/dev/null)" || missing+=("$p")
@@ -55,9 +76,47 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=1800 \
 		"${missing[@]}" > /dev/null
 fi
-srcver=$(dpkg-query -W -f '${Version}' "linux-source-$series")
-tarball=/usr/src/linux-source-$series.tar.xz
-[ -r "$tarball" ] || die "no $tarball after installing linux-source-$series"
+# fetch_source: experimental's linux-source .deb into $cache/src, checked.
+deb_ok() { [ -f "$1" ] && echo "$src_sha256  $1" | sha256sum -c --status; }
+fetch_source() {
+	local deb=$cache/src/linux-source-${series}_${src_version}_all.deb apt=$cache/apt
+	deb_ok "$deb" && return 0
+	mkdir -p "$cache/src" "$apt/lists/partial" "$apt/archives/partial" "$apt/etc"
+	# A private apt state that knows only experimental's main: the host's
+	# own apt configuration and lists are left alone.
+	echo "deb http://deb.debian.org/debian experimental main" > "$apt/etc/sources.list"
+	local opts=(-o Dir::Etc::SourceList="$apt/etc/sources.list"
+		-o Dir::Etc::SourceParts=/dev/null -o Dir::State::Lists="$apt/lists"
+		-o Dir::Cache="$apt" -o Dir::Cache::Archives="$apt/archives"
+		-o APT::Architecture=amd64 -o Debug::NoLocking=1
+		-o Acquire::Check-Valid-Until=false -q)
+	echo "$prog: fetching linux-source-$series=$src_version with apt (experimental)"
+	if apt-get "${opts[@]}" update > /dev/null &&
+		(cd "$cache/src" && apt-get "${opts[@]}" download "linux-source-$series=$src_version" > /dev/null) &&
+		deb_ok "$deb"; then
+		return 0
+	fi
+	echo "$prog: not on the mirror: fetching it from snapshot.debian.org"
+	rm -f "$deb"
+	curl -fsSL -o "$deb.tmp" "$snapshot/pool/main/l/linux/${deb##*/}" ||
+		die "could not fetch ${deb##*/}"
+	deb_ok "$deb.tmp" || die "${deb##*/} from the snapshot: wrong sha256"
+	mv "$deb.tmp" "$deb"
+}
+if [ "$series" = 6.1 ]; then
+	srcver=$(dpkg-query -W -f '${Version}' "linux-source-$series")
+	tarball=/usr/src/linux-source-$series.tar.xz
+else
+	fetch_source
+	srcver=$src_version
+	tarball=$cache/src/linux-source-$series.tar.xz
+	if [ ! -r "$tarball" ]; then
+		dpkg-deb --fsys-tarfile "$cache/src/linux-source-${series}_${src_version}_all.deb" |
+			tar -xO "./usr/src/linux-source-$series.tar.xz" > "$tarball.tmp"
+		mv "$tarball.tmp" "$tarball"
+	fi
+fi
+[ -r "$tarball" ] || die "no $tarball for linux-source-$series"
 
 # What the cached build was made from: a change of either rebuilds.
 stamp="linux-source-$series $srcver config $(sha256sum < "$fragment" | cut -c1-16)"
@@ -105,7 +164,7 @@ while IFS= read -r line; do
 done < "$fragment"
 [ -z "$bad" ] || die "the config fragment did not apply (see above)"
 
-echo "$prog: building $(mk -s kernelrelease) in $obj (nice -n 15 make -j2)"
+echo "$prog: building linux-source-$series $srcver in $obj (nice -n 15 make -j2)"
 mk -j2 bzImage modules > "$cache/build.log" 2>&1 ||
 	{ tail -n 40 "$cache/build.log"; die "the kernel build failed (log: $cache/build.log)"; }
 kver=$(mk -s kernelrelease)

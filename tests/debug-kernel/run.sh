@@ -37,7 +37,7 @@ done
 
 "$here/build.sh" || exit 2
 kver=$("$here/build.sh" --print) || { echo "$prog: no debug kernel after build.sh" >&2; exit 2; }
-cache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel}
+cache=$("$here/build.sh" --dir)
 image=$cache/bzImage
 kdir=$cache/obj
 out=$top/build/$kver

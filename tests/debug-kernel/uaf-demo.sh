@@ -32,7 +32,7 @@ if [ -n "$kernel" ]; then
 else
 	"$here/build.sh" || exit 2
 	kver=$("$here/build.sh" --print) || exit 2
-	cache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel}
+	cache=$("$here/build.sh" --dir)
 	kdir=$cache/obj
 	kopts=(--kernel-image "$cache/bzImage")
 fi

@@ -7,16 +7,15 @@
 #   failslab, fail_page_alloc (every order, sleeping and highmem
 #   allocations too) and fail_usercopy, task-filtered: the fuzzer turns
 #   its make-it-fail on only for its calls into /dev/knem (knem-fuzz
-#   --kernel-faults), so the failures land in the module's paths; and, when
-#   asked for (KNEM_FAULTS_TYPES, fail_function:FUNCTION:RETVAL), fail_function
-#   on the module's error-injectable functions knem_shim_alloc (every
-#   object of the core: 0, i.e. NULL), knem_pin_chunk (a chunk of pins:
-#   -12, -14) and knem_status_mmap (a status array: -12), which only the
-#   module calls, so they go without the task filter.  Not by default: on
-#   a kernel without ftrace (the lab kernel) a kprobe runs its handler in
-#   NMI context, where the task filter never matches and, without it,
-#   6.1's get_random_u32() takes crngs.lock, which lockdep reports as an
-#   inconsistent lock state (tests/faults/README.md).
+#   --kernel-faults), so the failures land in the module's paths; and
+#   fail_function (fail_function:FUNCTION:RETVAL) on the module's
+#   error-injectable functions knem_shim_alloc (every object of the core:
+#   0, i.e. NULL), knem_pin_chunk (a chunk of pins: -12, -14) and
+#   knem_status_mmap (a status array: -12), task-filtered the same way.
+#   Its kprobes must be ftrace-based (checked: "[FTRACE]" in
+#   kprobes/list): an int3 kprobe's handler runs in NMI context, where the
+#   task filter never matches and 6.1's should_fail() takes crngs.lock, a
+#   lockdep report (tests/faults/README.md).
 # The count of injected failures is exact: `times` starts at a large
 # number and counts down once per injected failure.
 #
@@ -32,7 +31,8 @@
 #
 # Environment: KNEM_FAULTS_SECS (each run's length, default 45),
 # KNEM_FAULTS_PROBS (percentages, default "1 10 50"), KNEM_FAULTS_TYPES
-# (default: all of the above), KNEM_FAULTS_DMA (the test DMA provider's
+# (default: all of the above; TYPE@P1+P2 gives a type percentages of its
+# own), KNEM_FAULTS_DMA (the test DMA provider's
 # .ko, required), KNEM_FAULTS_SEED (default: random; each run
 # uses SEED + its index).  Prints one line per run and
 # "faults: N runs passed, N failed" last; exits 1 if any failed.
@@ -42,7 +42,10 @@ dbg=/sys/kernel/debug
 sysfs=/sys/class/misc/knem
 secs=${KNEM_FAULTS_SECS:-45}
 probs=${KNEM_FAULTS_PROBS:-1 10 50}
-types=${KNEM_FAULTS_TYPES:-failslab fail_page_alloc fail_usercopy}
+# knem_status_mmap runs a few dozen times in a run (the fuzzer maps few
+# status arrays): at 1 % a run often injects nothing, so it has its own
+# percentages.
+types=${KNEM_FAULTS_TYPES:-failslab fail_page_alloc fail_usercopy fail_function:knem_shim_alloc:0 fail_function:knem_pin_chunk:-12 fail_function:knem_pin_chunk:-14 fail_function:knem_status_mmap:-12@50+100}
 seed=${KNEM_FAULTS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 dma=${KNEM_FAULTS_DMA:-}
 # `times` counts down from here; no run comes near it.
@@ -114,7 +117,12 @@ retval() {
 all_off
 n=0
 for t in $types; do
-	for p in $probs; do
+	# TYPE@P1+P2: this type's own percentages instead of KNEM_FAULTS_PROBS.
+	tprobs=$probs
+	case $t in
+	*@*) tprobs=$(echo "${t#*@}" | tr + ' '); t=${t%@*} ;;
+	esac
+	for p in $tprobs; do
 		n=$((n + 1))
 		kind=${t%%:*}
 		dir=$dbg/$kind
@@ -133,11 +141,14 @@ for t in $types; do
 			fn=${fn%%:*}
 			what="fail_function $fn=$rv $p%"
 			echo "$fn" > "$dir/inject" || { fail "$what: $fn is not error-injectable here"; continue; }
-			retval "$rv" > "$dir/$fn/retval" || { fail "$what: retval $rv refused"; continue; } ;;
+			retval "$rv" > "$dir/$fn/retval" || { fail "$what: retval $rv refused"; all_off; continue; }
+			grep -q " $fn+0x[0-9a-f]* .*\[FTRACE\]" "$dbg/kprobes/list" || {
+				fail "$what: the kprobe on $fn is not ftrace-based ($(grep " $fn+" "$dbg/kprobes/list" || echo 'not in kprobes/list')): its handler would run in NMI context, outside the task filter (the lab kernel needs FTRACE, DYNAMIC_FTRACE, KPROBES_ON_FTRACE)"
+				all_off
+				continue
+			} ;;
 		esac
-		filter=Y
-		[ "$kind" != fail_function ] || filter=N
-		arm "$dir" "$p" "$filter"
+		arm "$dir" "$p" Y
 		log=/tmp/fuzz-$n.log
 		/opt/knem-fuzz --kernel-faults --dma "$dma" --seed $((seed + n)) \
 			--duration "$secs" --procs 4 > "$log" 2>&1

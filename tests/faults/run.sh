@@ -1,23 +1,24 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# tests/faults/run.sh [--secs N] [--probs "1 10 50"] [--types "..."]
-#                     [--seed N] - `make test-faults`: the fuzzer, with the
-# DMA provider and its kills, under the kernel's own fault injection
-# (failslab, fail_page_alloc, fail_usercopy; fail_function on the module's
-# error-injectable functions when --types asks), one type and probability
-# at a time, on the
-# debug lab kernel (tests/debug-kernel: KASAN, lockdep, kmemleak and the
-# fault-injection framework; Debian's own kernels have none of the last
-# two).  What each run must show is in tests/faults/in-vm.sh; any kernel
-# report fails the run (tests/vm/run), and the module must unload.
+# tests/faults/run.sh [--series 6.1|7.3] [--secs N] [--probs "1 10 50"]
+#                     [--types "..."] [--seed N] - `make test-faults`:
+# the fuzzer, with the DMA provider and its kills, under the kernel's own
+# fault injection (failslab, fail_page_alloc, fail_usercopy, and
+# fail_function on the module's error-injectable functions), one type and
+# probability at a time, on the debug lab kernel (tests/debug-kernel:
+# KASAN, lockdep, kmemleak and the fault-injection framework; Debian's own
+# kernels have none of the last two).  What each run must show is in
+# tests/faults/in-vm.sh; any kernel report fails the run (tests/vm/run),
+# and the module must unload.
 #
-# --secs: each run's length (default 30); --probs: the percentages (default
-# "1 10 50"); --types: in-vm.sh's KNEM_FAULTS_TYPES (default: failslab,
-# fail_page_alloc, fail_usercopy);
-# --seed: the first run's fuzz seed (default random).  Exits 1 when a run
-# failed, 2 when the lab could not be set up.  Not in make test: the debug
-# kernel is built once per machine and never in CI.
+# --series: the lab kernel's (KNEM_DEBUG_SERIES of
+# tests/debug-kernel/build.sh, default 6.1); --secs: each run's length
+# (default 30); --probs: the percentages (default "1 10 50"); --types:
+# in-vm.sh's KNEM_FAULTS_TYPES (default: all 7 of in-vm.sh's); --seed:
+# the first run's fuzz seed (default random).  Exits 1 when a run failed,
+# 2 when the lab could not be set up.  Not in make test: the debug kernel
+# is built once per machine and never in CI.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -29,11 +30,12 @@ types=
 seed=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--series) [ $# -ge 2 ] || die "--series needs 6.1 or 7.3"; export KNEM_DEBUG_SERIES=$2; shift 2 ;;
 	--secs) [ $# -ge 2 ] || die "--secs needs N"; secs=$2; shift 2 ;;
 	--probs) [ $# -ge 2 ] || die "--probs needs percentages"; probs=$2; shift 2 ;;
 	--types) [ $# -ge 2 ] || die "--types needs a list"; types=$2; shift 2 ;;
 	--seed) [ $# -ge 2 ] || die "--seed needs N"; seed=$2; shift 2 ;;
-	-h|--help) sed -n '4,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '4,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
 done
@@ -45,7 +47,7 @@ done
 
 "$top/tests/debug-kernel/build.sh" || exit 2
 kver=$("$top/tests/debug-kernel/build.sh" --print) || die "no debug kernel after build.sh"
-cache=${KNEM_DEBUG_KERNEL_DIR:-/var/cache/knem-rs/debug-kernel}
+cache=$("$top/tests/debug-kernel/build.sh" --dir)
 out=$top/build/$kver-faults
 mkdir -p "$out"
 # The Rust core built for the kernel's KASAN, which otherwise sees only C.
@@ -62,7 +64,7 @@ fuzz=${CARGO_TARGET_DIR:-$top/target}/$target/release/knem-fuzz
 	cargo build --release -q -p knem-fuzz --target "$target") || die "building knem-fuzz failed"
 
 nprobs=$(wc -w <<< "$probs")
-ntypes=3
+ntypes=7
 [ -z "$types" ] || ntypes=$(wc -w <<< "$types")
 # KASAN and lockdep under TCG: each run's end (reaping, counter checks) and
 # the fuzzer's own 30 s grace take about as long again as the run.

@@ -353,9 +353,10 @@ pub fn migration_and_compaction_under_copies() -> TestResult {
 /// A region over a transparent huge page, and over small pages that are
 /// then collapsed into one (MADV_COLLAPSE, where the kernel has it: 6.1+),
 /// then split: a page of the huge page made read-only and back (the PMD
-/// mapping splits), and the last 1 MiB unmapped while declared (the huge
-/// page splits; the region keeps the unmapped pages, the owner no longer
-/// sees them).  Bytes right both ways after each.
+/// mapping splits; from 5.19 on, see below), and the last 1 MiB unmapped
+/// while declared (the huge page splits; the region keeps the unmapped
+/// pages, the owner no longer sees them).  Bytes right both ways after
+/// each.
 pub fn thp_collapse_and_split_under_copies() -> TestResult {
     let enabled = "/sys/kernel/mm/transparent_hugepage/enabled";
     if !std::path::Path::new(enabled).exists() {
@@ -430,6 +431,12 @@ pub fn thp_collapse_and_split_under_copies() -> TestResult {
     }
     let cookie = Cookie::from_raw(owner.recv()?);
     let dev = Device::open().ctx("open")?;
+    // Before 5.19 (no PageAnonExclusive), the owner's first write after an
+    // mprotect copies a pinned page (do_wp_page sees the pin's reference):
+    // the region keeps the old page.  The kernel's rule, seen on 5.10
+    // (round 3: byte 1048576 of 4194304 is 0xd8, expected 0xc5), so the
+    // mprotect split is tried from 5.19 on only.
+    let wp_copies_pinned = crate::t_offload::kernel_version()? < (5, 19);
     let mut mapped = LEN;
     let mut r = 0;
     round(&mut owner, &dev, cookie, LEN, mapped, r)?;
@@ -438,6 +445,12 @@ pub fn thp_collapse_and_split_under_copies() -> TestResult {
         for _ in 0..2 {
             r += 1;
             round(&mut owner, &dev, cookie, LEN, mapped, r)?;
+        }
+        if k == 2 && wp_copies_pinned {
+            println!(
+                "note thp_collapse_and_split_under_copies: no split by mprotect before 5.19: the owner's next write would copy the pinned page (do_wp_page), the kernel's rule there"
+            );
+            continue;
         }
         act(&mut owner, k)?;
         if k == 3 {
