@@ -29,6 +29,8 @@
 #                   not part of make test, not in CI)
 #   make bench-uml  knem-bench's first hardware numbers for knem: pingpong,
 #                   solo copies, contention and collectives in UML
+#   make bench-uml-coll  coll/knemrs with rules tuned in the same UML boot
+#                   against tuned over CMA, on the host's Open MPI
 #   make uml-payload  build/uml-payload/: UML kernel, knem.ko, static tools
 #                   and one script that measures a node with nothing installed
 #
@@ -51,7 +53,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run check vm-check \
-	uml-kernel uml-module uml-test bench-uml uml-payload \
+	uml-kernel uml-module uml-test bench-uml bench-uml-coll uml-payload \
 	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc interop-smsc-bench two-node test-debug-kernel test-faults test-mm \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
@@ -339,6 +341,14 @@ uml-test: uml-kernel uml-module tests-bin
 BENCH_UML_ARGS ?=
 bench-uml: uml-kernel uml-module bench-bin
 	tests/uml/bench.sh $(BENCH_UML_ARGS) $(BENCH_BIN) $(BUILD)/bench-uml
+
+# The interleaved collectives benchmark on real cores (tests/uml/coll-bench.sh):
+# coll/knemrs, tuned over CMA and coll/knemrs with rules tuned in the
+# same UML boot, on the host's Open MPI.  BENCH_UML_COLL_ARGS: ITERS
+# MAXSIZE ROUNDS SIZES.
+BENCH_UML_COLL_ARGS ?=
+bench-uml-coll: uml-kernel uml-module capi-bin
+	tests/uml/coll-bench.sh $(BENCH_UML_COLL_ARGS)
 
 # A directory that measures any x86-64 Linux node as root, nothing
 # installed: build/uml-payload/measure.
