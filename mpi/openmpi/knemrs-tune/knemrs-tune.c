@@ -193,7 +193,6 @@ static int time_calls(void *ctx, int op, int alg, int k, size_t n, unsigned call
 		bad = call(b, op, (int)n) != MPI_SUCCESS;
 	*seconds = (MPI_Wtime() - t0) / calls;
 	(void)force_set(b, -1);
-	any = bad;
 	MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, b->comm);
 	return any ? 1 : 0;
 }
