@@ -76,38 +76,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=1800 \
 		"${missing[@]}" > /dev/null
 fi
-# fetch_source: experimental's linux-source .deb into $cache/src, checked.
-deb_ok() { [ -f "$1" ] && echo "$src_sha256  $1" | sha256sum -c --status; }
-fetch_source() {
-	local deb=$cache/src/linux-source-${series}_${src_version}_all.deb apt=$cache/apt
-	deb_ok "$deb" && return 0
-	mkdir -p "$cache/src" "$apt/lists/partial" "$apt/archives/partial" "$apt/etc"
-	# A private apt state that knows only experimental's main: the host's
-	# own apt configuration and lists are left alone.
-	echo "deb http://deb.debian.org/debian experimental main" > "$apt/etc/sources.list"
-	local opts=(-o Dir::Etc::SourceList="$apt/etc/sources.list"
-		-o Dir::Etc::SourceParts=/dev/null -o Dir::State::Lists="$apt/lists"
-		-o Dir::Cache="$apt" -o Dir::Cache::Archives="$apt/archives"
-		-o APT::Architecture=amd64 -o Debug::NoLocking=1
-		-o Acquire::Check-Valid-Until=false -q)
-	echo "$prog: fetching linux-source-$series=$src_version with apt (experimental)"
-	if apt-get "${opts[@]}" update > /dev/null &&
-		(cd "$cache/src" && apt-get "${opts[@]}" download "linux-source-$series=$src_version" > /dev/null) &&
-		deb_ok "$deb"; then
-		return 0
-	fi
-	echo "$prog: not on the mirror: fetching it from snapshot.debian.org"
-	rm -f "$deb"
-	curl -fsSL -o "$deb.tmp" "$snapshot/pool/main/l/linux/${deb##*/}" ||
-		die "could not fetch ${deb##*/}"
-	deb_ok "$deb.tmp" || die "${deb##*/} from the snapshot: wrong sha256"
-	mv "$deb.tmp" "$deb"
-}
 if [ "$series" = 6.1 ]; then
 	srcver=$(dpkg-query -W -f '${Version}' "linux-source-$series")
 	tarball=/usr/src/linux-source-$series.tar.xz
 else
-	fetch_source
+	"$here/../lib/fetch-linux-source.sh" "$cache" experimental "linux-source-$series" \
+		"$src_version" "$src_sha256" "$snapshot" || die "no linux-source-$series $src_version"
 	srcver=$src_version
 	tarball=$cache/src/linux-source-$series.tar.xz
 	if [ ! -r "$tarball" ]; then

@@ -60,39 +60,18 @@ kdir=$cache/$key/linux
 
 # ---- the source package -------------------------------------------------
 
-deb_ok() { [ -f "$1" ] && echo "$src_sha256  $1" | sha256sum -c --status; }
-
+# The source .deb into $cache/src (a .deb at hand is still checked).
 fetch_source() {
-	local deb=$cache/src/$src_deb apt=$cache/apt
-	deb_ok "$deb" && return 0
-	mkdir -p "$cache/src"
 	if [ -n "${KNEM_UML_SOURCE_DEB:-}" ]; then
-		deb_ok "$KNEM_UML_SOURCE_DEB" || die "$KNEM_UML_SOURCE_DEB: not $src_deb (sha256)"
-		cp "$KNEM_UML_SOURCE_DEB" "$deb.tmp" && mv "$deb.tmp" "$deb"
+		mkdir -p "$cache/src"
+		echo "$src_sha256  $KNEM_UML_SOURCE_DEB" | sha256sum -c --status ||
+			die "$KNEM_UML_SOURCE_DEB: not $src_deb (sha256)"
+		cp "$KNEM_UML_SOURCE_DEB" "$cache/src/$src_deb.tmp"
+		mv "$cache/src/$src_deb.tmp" "$cache/src/$src_deb"
 		return 0
 	fi
-	# A private apt state that knows only sid's main: the host's own apt
-	# configuration and lists are left alone.
-	mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/etc"
-	echo "deb $mirror sid main" > "$apt/etc/sources.list"
-	local opts=(-o Dir::Etc::SourceList="$apt/etc/sources.list"
-		-o Dir::Etc::SourceParts=/dev/null
-		-o Dir::State::Lists="$apt/lists"
-		-o Dir::Cache="$apt"
-		-o Dir::Cache::Archives="$apt/archives"
-		-o APT::Architecture=amd64 -o Debug::NoLocking=1 -q)
-	log "fetching $src_pkg=$src_version with apt (sid)"
-	if apt-get "${opts[@]}" update >&2 &&
-		(cd "$cache/src" && apt-get "${opts[@]}" download "$src_pkg=$src_version" >&2) &&
-		deb_ok "$deb"; then
-		return 0
-	fi
-	log "not on $mirror: fetching it from snapshot.debian.org"
-	rm -f "$deb"
-	curl -fsSL -o "$deb.tmp" "$snapshot/pool/main/l/linux/$src_deb" ||
-		die "could not fetch $src_deb"
-	deb_ok "$deb.tmp" || die "$src_deb from the snapshot: wrong sha256"
-	mv "$deb.tmp" "$deb"
+	"$top/tests/lib/fetch-linux-source.sh" "$cache" sid "$src_pkg" "$src_version" \
+		"$src_sha256" "$snapshot" "$mirror" || die "no $src_deb"
 }
 
 # ---- the kernel ----------------------------------------------------------
