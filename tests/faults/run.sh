@@ -67,7 +67,8 @@ nprobs=$(wc -w <<< "$probs")
 ntypes=7
 [ -z "$types" ] || ntypes=$(wc -w <<< "$types")
 # KASAN and lockdep under TCG: each run's end (reaping, counter checks) and
-# the fuzzer's own 30 s grace take about as long again as the run.
+# the fuzzer's own grace (30 s; up to 120 s while its processes still use
+# CPU) take about as long again as the run; a slow run borrows from the spare.
 timeout=$(( ntypes * nprobs * (secs * 2 + 60) + 600 ))
 env=(KNEM_FAULTS_SECS="$secs" KNEM_FAULTS_PROBS="$probs" KNEM_FAULTS_SEED="$seed"
 	KNEM_FAULTS_DMA="/opt/$(basename "$dma_ko")")

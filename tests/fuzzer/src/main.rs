@@ -207,6 +207,21 @@ fn my_children() -> Vec<i32> {
     v
 }
 
+/// CPU time (user + system, in clock ticks) the processes have used.
+fn cpu_ticks(pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|&pid| {
+            let stat = proc_text(pid, "stat");
+            // After "pid (comm)": state is field 3, utime 14, stime 15.
+            let rest = stat.rsplit_once(')')?.1;
+            let mut f = rest.split_whitespace().skip(11);
+            let utime: u64 = f.next()?.parse().ok()?;
+            let stime: u64 = f.next()?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .sum()
+}
+
 fn main() {
     let args = parse_args();
     if args.kernel_faults {
@@ -314,11 +329,17 @@ fn main() {
     // Wait for the workers, and every orphan handed to us.  Workers end at
     // the deadline and then wait up to 20 s for their own children; 30 s
     // after the deadline anything still running is hung (its kernel stack
-    // is printed) and is SIGKILLed; 20 s later, anything left survived
-    // SIGKILL.
+    // is printed) and is SIGKILLed, unless it is still using CPU: on an
+    // overloaded (emulated) machine a worker's last steps and cleanup can
+    // take longer, so the check is repeated every 10 s while they work, up
+    // to 120 s after the deadline.  20 s after the kill, anything left
+    // survived SIGKILL.
     let mut procs_ok = Ok(());
-    let hung_at = deadline + Duration::from_secs(30);
-    let give_up = hung_at + Duration::from_secs(20);
+    let mut hung_at = deadline + Duration::from_secs(30);
+    let slow_limit = deadline + Duration::from_secs(120);
+    let mut ticks_seen: Option<u64> = None;
+    let mut said_slow = false;
+    let mut give_up = hung_at + Duration::from_secs(20);
     let mut killed_stragglers = false;
     let mut killed_hung = false;
     loop {
@@ -382,8 +403,22 @@ fn main() {
             }
             killed_stragglers = true;
         }
+        if now > hung_at && !killed_hung && now < slow_limit {
+            let ticks = cpu_ticks(&my_children());
+            // The first look only takes a sample; the next ones compare.
+            if ticks_seen.map_or(true, |t| ticks > t) {
+                if ticks_seen.is_some() && !said_slow {
+                    say("knem-fuzz: still running after the deadline, but using CPU: waiting up to 120 s");
+                    said_slow = true;
+                }
+                ticks_seen = Some(ticks);
+                hung_at = now + Duration::from_secs(10);
+                give_up = hung_at + Duration::from_secs(20);
+            }
+        }
         if now > hung_at && !killed_hung {
-            let mut msg = String::from("still running 30 s after the deadline:");
+            let after = now.saturating_duration_since(deadline).as_secs();
+            let mut msg = format!("still running {after} s after the deadline:");
             for p in my_children() {
                 msg.push_str(&format!(
                     " pid {p}{} wchan={} stack=[{}]",
