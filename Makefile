@@ -27,6 +27,9 @@
 #   make uml-test   the suite in User-Mode Linux on real cores, 2 virtual CPUs
 #                   (tests/uml; the UML kernel is built once per machine;
 #                   not part of make test, not in CI)
+#   make fuzz-hang-check  the fuzzer's own hang detection (a worker that
+#                   stays past the deadline, busy or asleep) in one UML boot
+#                   (tests/fuzzer/hang-check.sh; not in CI)
 #   make bench-uml  knem-bench's first hardware numbers for knem: pingpong,
 #                   solo copies, contention and collectives in UML
 #   make bench-uml-coll  coll/knemrs with rules tuned in the same UML boot
@@ -53,7 +56,7 @@ CORE_OBJ := $(BUILD)/knem_core.o
 TESTS_BIN := $(TOP)/target/$(HOST_TARGET)/release/knem-tests
 
 .PHONY: all build core-object core-repro module tests-bin bench-bin coll-bin bench demo demo-run check vm-check \
-	uml-kernel uml-module uml-test bench-uml bench-uml-coll uml-payload \
+	uml-kernel uml-module uml-test fuzz-hang-check bench-uml bench-uml-coll uml-payload \
 	bench-smoke fuzz fuzz-smoke fuzz-core-smoke stat-bin interop interop-smsc interop-smsc-bench two-node test-debug-kernel test-faults test-mm \
 	host-test abi-test vm-test kernels-test test-kernels test \
 	fmt-check clippy clean
@@ -335,6 +338,9 @@ uml-module:
 	tests/uml/build.sh module
 uml-test: uml-kernel uml-module tests-bin
 	tests/uml/suite.sh --ncpus $(UML_NCPUS)
+fuzz-hang-check: uml-kernel uml-module
+	$(CARGO) build --release -q -p knem-fuzz --target $(HOST_TARGET)
+	tests/fuzzer/hang-check.sh
 
 # knem-bench on real cores: one virtual CPU per host CPU.  BENCH_UML_ARGS=
 # --quick for a short run.  Tables on stdout, CSVs in build/bench-uml/.

@@ -58,11 +58,17 @@ struct Args {
     /// --dma: the provider module to load.
     dma: Option<String>,
     kernel_faults: bool,
+    /// Seconds after the deadline before a process still running is
+    /// looked at (`--grace`).
+    grace: u64,
+    /// `--linger`: worker w0 spins (true) or sleeps (false) this long after
+    /// its deadline, to check the hang detection below.
+    linger: Option<(bool, u64)>,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: knem-fuzz [--seed N] [--duration SECS] [--procs N] [--max-steps N] [--no-setuid] [--no-oom-sizes] [--verbose] [--dma PROVIDER.ko] [--kernel-faults]"
+        "usage: knem-fuzz [--seed N] [--duration SECS] [--procs N] [--max-steps N] [--no-setuid] [--no-oom-sizes] [--verbose] [--dma PROVIDER.ko] [--kernel-faults] [--grace SECS] [--linger busy:SECS|idle:SECS]"
     );
     std::process::exit(2)
 }
@@ -78,6 +84,8 @@ fn parse_args() -> Args {
         verbose: false,
         dma: None,
         kernel_faults: false,
+        grace: 30,
+        linger: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -104,6 +112,22 @@ fn parse_args() -> Args {
             "--verbose" | "-v" => a.verbose = true,
             "--dma" => a.dma = Some(it.next().unwrap_or_else(|| usage())),
             "--kernel-faults" => a.kernel_faults = true,
+            "--grace" => a.grace = num("--grace").max(1),
+            "--linger" => {
+                let v = it.next().unwrap_or_else(|| usage());
+                let parsed = v.split_once(':').and_then(|(mode, secs)| {
+                    let busy = match mode {
+                        "busy" => true,
+                        "idle" => false,
+                        _ => return None,
+                    };
+                    Some((busy, secs.parse().ok()?))
+                });
+                a.linger = Some(parsed.unwrap_or_else(|| {
+                    eprintln!("knem-fuzz: --linger wants busy:SECS or idle:SECS, not {v:?}");
+                    std::process::exit(2)
+                }));
+            }
             "-h" | "--help" => usage(),
             _ => {
                 eprintln!("knem-fuzz: unknown argument {arg:?}");
@@ -207,6 +231,18 @@ fn my_children() -> Vec<i32> {
     v
 }
 
+/// `--linger`: stay past the deadline, spinning on the CPU or asleep.
+fn linger(busy: bool, how_long: Duration) {
+    let end = Instant::now() + how_long;
+    while Instant::now() < end {
+        if busy {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        }
+    }
+}
+
 /// CPU time (user + system, in clock ticks) the processes have used.
 fn cpu_ticks(pids: &[i32]) -> u64 {
     pids.iter()
@@ -305,9 +341,13 @@ fn main() {
                 max_steps: args.max_steps,
                 dma: dma.is_some(),
             };
+            let lingers = if name == "w0" { args.linger } else { None };
             let mut e = Engine::new(shared, seed, name, opts);
             e.run(deadline);
             e.finish();
+            if let Some((busy, secs)) = lingers {
+                linger(busy, Duration::from_secs(secs));
+            }
             // SAFETY: leave without the parent's exit path.
             unsafe { libc::_exit(0) };
         }
@@ -327,16 +367,18 @@ fn main() {
     let mut respawned = 0u64;
 
     // Wait for the workers, and every orphan handed to us.  Workers end at
-    // the deadline and then wait up to 20 s for their own children; 30 s
-    // after the deadline anything still running is hung (its kernel stack
-    // is printed) and is SIGKILLed, unless it is still using CPU: on an
-    // overloaded (emulated) machine a worker's last steps and cleanup can
-    // take longer, so the check is repeated every 10 s while they work, up
-    // to 120 s after the deadline.  20 s after the kill, anything left
-    // survived SIGKILL.
+    // the deadline and then wait up to 20 s for their own children; the
+    // grace (30 s) after the deadline anything still running is hung (its
+    // kernel stack is printed) and is SIGKILLed, unless it is still using
+    // CPU: on an overloaded (emulated) machine a worker's last steps and
+    // cleanup can take longer, so the check is repeated every third of the
+    // grace while they work, up to four graces after the deadline.  20 s
+    // after the kill, anything left survived SIGKILL.
     let mut procs_ok = Ok(());
-    let mut hung_at = deadline + Duration::from_secs(30);
-    let slow_limit = deadline + Duration::from_secs(120);
+    let grace = Duration::from_secs(args.grace);
+    let resample = Duration::from_secs((args.grace / 3).max(1));
+    let mut hung_at = deadline + grace;
+    let slow_limit = deadline + 4 * grace;
     let mut ticks_seen: Option<u64> = None;
     let mut said_slow = false;
     let mut give_up = hung_at + Duration::from_secs(20);
@@ -408,11 +450,14 @@ fn main() {
             // The first look only takes a sample; the next ones compare.
             if ticks_seen.map_or(true, |t| ticks > t) {
                 if ticks_seen.is_some() && !said_slow {
-                    say("knem-fuzz: still running after the deadline, but using CPU: waiting up to 120 s");
+                    say(&format!(
+                        "knem-fuzz: still running after the deadline, but using CPU: waiting up to {} s",
+                        4 * args.grace
+                    ));
                     said_slow = true;
                 }
                 ticks_seen = Some(ticks);
-                hung_at = now + Duration::from_secs(10);
+                hung_at = now + resample;
                 give_up = hung_at + Duration::from_secs(20);
             }
         }
