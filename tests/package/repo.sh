@@ -61,9 +61,17 @@ cleanup() {
 	[ -z "$cleaned" ] || return 0
 	cleaned=1
 	for r in "${releases[@]}"; do
-		umount -R "$work/$r/merged" 2> /dev/null
+		# A process left in the chroot (dkms's progress loop sleeps in
+		# the background) keeps the mount busy: it goes first.
+		for p in /proc/[0-9]*; do
+			[ "$(readlink "$p/root" 2> /dev/null)" = "$work/$r/merged" ] &&
+				kill -KILL "${p#/proc/}" 2> /dev/null
+		done
+		umount -R "$work/$r/merged" 2> /dev/null ||
+			{ sleep 1; umount -R "$work/$r/merged" 2> /dev/null; }
 	done
-	rm -rf "$work"
+	# Never into a mount that is still there.
+	rm -rf --one-file-system "$work"
 }
 # An early exit still cleans up and ends with the count.
 trap 'rc=$?; if [ -z "$cleaned" ]; then cleanup; echo "$passed passed, $((failed + 1)) failed"; fi; exit $rc' EXIT
