@@ -301,9 +301,13 @@ knemrs_unaccounted_check() {
 # (a few seconds of TCG per operation), then coll_check verify on 4 ranks
 # with those rules in force (threshold -1): every byte right, and knem
 # moved exactly what the rules give knem-rs (coll_check asks
-# knem_rs_rules_decide of libknem_rs for each call).  Then a rules file
-# that is not one: rank 0 says so in one line, the model decides, every
-# byte still right.
+# knem_rs_rules_decide of libknem_rs for each call).  At these sizes the
+# tuning usually hands every call over, which would leave the rules' knem
+# path unused: the job's file is the tuned one with bcast, scatter and
+# gather given to knem-rs wherever it handed over (allgather and alltoall
+# keep the tuned choices), so knem must move bytes under rules too.  Then
+# a rules file that is not one: rank 0 says so in one line, the model
+# decides, every byte still right.
 knemrs_rules_checks() {
 	local name=${knemrs_label}knemrs-tune-4 rules=/tmp/knemrs-rules.json rc t0 points in_force
 	t0=$(date +%s)
@@ -323,10 +327,18 @@ knemrs_rules_checks() {
 	echo "interop: $name: 10 decisions on 4 ranks in $(($(date +%s) - t0)) s"
 	passed=$((passed + 1))
 
+	# The case's "op" comes before its "ranges", and its "points" after.
+	awk 'BEGIN { alg["bcast"] = "direct-read"; alg["scatter"] = "direct-read"; alg["gather"] = "direct-write" }
+		/"op": / { op = $2; gsub(/[",]/, "", op) }
+		/"ranges": \[/ { in_ranges = 1 }
+		/"points": \[/ { in_ranges = 0 }
+		in_ranges && (op in alg) { sub(/"choice": "hand-over"/, "\"choice\": \"" alg[op] "\"") }
+		{ print }' "$rules" > "$rules.knem"
+	mv "$rules.knem" "$rules"
 	OMPI_MCA_coll_knemrs_rules=$rules
 	export OMPI_MCA_coll_knemrs_rules
 	knemrs_threshold=-1
-	coll_job knemrs-rules-4 rules 4 verify 65536 "$rules" "$knemrs/lib/libknem_rs.so.0"
+	coll_job knemrs-rules-4 all 4 verify 65536 "$rules" "$knemrs/lib/libknem_rs.so.0"
 	knemrs_threshold=4096
 	unset OMPI_MCA_coll_knemrs_rules
 	in_force=$(grep -ac "coll:knemrs: MPI_COMM_WORLD: rules $rules in force on 4 ranks" \
