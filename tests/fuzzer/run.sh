@@ -88,8 +88,11 @@ if [ -n "$dma" ]; then
 	dma_args=(--dma "/opt/$(basename "$dma_ko")")
 fi
 
-# Boot (~10 s under TCG), the run, the final leak checks, and a margin.
-timeout=$((duration + 180))
+# Boot (~10 s under TCG), the run, the final leak checks, and a margin
+# that also holds the fuzzer's longest wait for slow processes (120 s
+# after the deadline, then 20 s after its kill): its own verdict is clearer
+# than the VM's timeout.
+timeout=$((duration + 240))
 echo "tests/fuzzer/run.sh: ${image[1]:-kernel $kernel}, seed $seed, ${duration}s, $procs procs${dma:+, DMA provider and conductor}"
 exec "$top/tests/vm/run" "${kernel_opts[@]}" "${module[@]}" --timeout "$timeout" \
 	"${adds[@]}" -- /opt/knem-fuzz --seed "$seed" --duration "$duration" \
