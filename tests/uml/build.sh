@@ -62,16 +62,8 @@ kdir=$cache/$key/linux
 
 # The source .deb into $cache/src (a .deb at hand is still checked).
 fetch_source() {
-	if [ -n "${KNEM_UML_SOURCE_DEB:-}" ]; then
-		mkdir -p "$cache/src"
-		echo "$src_sha256  $KNEM_UML_SOURCE_DEB" | sha256sum -c --status ||
-			die "$KNEM_UML_SOURCE_DEB: not $src_deb (sha256)"
-		cp "$KNEM_UML_SOURCE_DEB" "$cache/src/$src_deb.tmp"
-		mv "$cache/src/$src_deb.tmp" "$cache/src/$src_deb"
-		return 0
-	fi
 	"$top/tests/lib/fetch-linux-source.sh" "$cache" sid "$src_pkg" "$src_version" \
-		"$src_sha256" "$snapshot" "$mirror" || die "no $src_deb"
+		"$src_sha256" "$snapshot" "$mirror" "${KNEM_UML_SOURCE_DEB:-}" || die "no $src_deb"
 }
 
 # ---- the kernel ----------------------------------------------------------
